@@ -1,0 +1,300 @@
+"""What all four binding codecs share: the request description, parameter
+checks, the classification of non-result answers and the generic reading of a
+result element against the operation table. No I/O happens here.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import attrs
+from lxml import etree
+
+from . import _xml, _xsd
+from ._errors import (
+    AuthenticationError,
+    DecodeError,
+    HTTPStatusError,
+    RequestValidationError,
+    ResponseError,
+    ResponseTooLargeError,
+    excerpt,
+)
+from ._operations import Operation, Record, ResultShape, get_operation
+
+DEFAULT_NAMESPACE: Final = "http://api.giact.com/verificationservices/v5"
+ENDPOINT_PATH: Final = "/verificationservices/v5/InquiriesWS-5-8.asmx"
+DEFAULT_MAX_RESPONSE_BYTES: Final = 1024 * 1024
+
+HeaderItems = Iterable[tuple[str, str]] | Mapping[str, str]
+
+
+class Binding(enum.StrEnum):
+    """The four ways the service can be called."""
+
+    SOAP11 = "soap11"
+    SOAP12 = "soap12"
+    HTTP_GET = "http-get"
+    HTTP_POST = "http-post"
+
+    @property
+    def is_soap(self) -> bool:
+        return self in (Binding.SOAP11, Binding.SOAP12)
+
+
+def _check_credential(field: str, value: object, *, secret: bool) -> None:
+    if not isinstance(value, str):
+        raise RequestValidationError(field, "must be a str", value=value, show_value=not secret)
+    if _xsd.first_non_xml_char(value) is not None:
+        raise RequestValidationError(
+            field, "contains a character XML cannot carry", value=value, show_value=not secret
+        )
+
+
+@attrs.frozen(slots=True)
+class Credentials:
+    """The SOAP AuthenticationHeader. The password never shows in a repr."""
+
+    username: str
+    password: str = attrs.field(repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        _check_credential("ApiUsername", self.username, secret=False)
+        _check_credential("ApiPassword", self.password, secret=True)
+
+
+@attrs.frozen(slots=True)
+class HTTPRequest:
+    """A request as plain data: what to send, relative to the base URL.
+
+    The repr leaves the body out, since a SOAP body holds the password.
+    """
+
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes = attrs.field(repr=lambda body: f"<{len(body)} bytes>")
+
+    def header(self, name: str) -> str | None:
+        lowered = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lowered:
+                return value
+        return None
+
+
+def header_value(headers: HeaderItems, name: str) -> str | None:
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    lowered = name.lower()
+    for key, value in items:
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+_TITLE = re.compile(rb"<title>\s*(.*?)\s*</title>", re.IGNORECASE | re.DOTALL)
+
+
+def _first_line(body: bytes) -> str:
+    text = _xml.strip_bom(body).decode("utf-8", "replace").strip()
+    return text.split("\n", 1)[0].strip()[:500]
+
+
+def _server_message(body: bytes) -> str:
+    """The server's own words: an HTML page's title, else the first line."""
+    title = _TITLE.search(body[:8192])
+    if title:
+        return title.group(1).decode("utf-8", "replace")[:500]
+    return _first_line(body)
+
+
+def _looks_like_xml(body: bytes) -> bool:
+    head = _xml.strip_bom(body).lstrip()[:64].lower()
+    return head.startswith(b"<") and not head.startswith((b"<!doctype html", b"<html"))
+
+
+class Codec:
+    """Encode requests and decode answers for one binding, without I/O.
+
+    ``encode(operation, params, credentials=...)`` returns an :class:`HTTPRequest`
+    whose path is relative to the service's base URL; ``decode(operation,
+    status, headers, body)`` returns the operation's typed result or raises a
+    :class:`~verif_client.VerifClientError`. ``params`` are keyed by wire name
+    (``RequestId``), in any order.
+    """
+
+    binding: Binding
+
+    def __init__(
+        self,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        endpoint_path: str = ENDPOINT_PATH,
+        validate: bool = True,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.namespace = namespace
+        self.endpoint_path = endpoint_path.rstrip("/")
+        self.validate = validate
+        self.max_response_bytes = max_response_bytes
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.binding.value} namespace={self.namespace!r}>"
+
+    # -- requests ---------------------------------------------------------
+
+    def encode(
+        self,
+        operation: str | Operation,
+        params: Mapping[str, object] | None = None,
+        *,
+        credentials: Credentials | None = None,
+    ) -> HTTPRequest:
+        op = get_operation(operation)
+        try:
+            texts = self.wire_texts(op, params or {})
+        except RequestValidationError as exc:
+            exc.operation = op.name
+            raise
+        return self._build(op, texts, credentials)
+
+    def wire_texts(self, op: Operation, params: Mapping[str, object]) -> tuple[str, ...]:
+        """Check every parameter and render it as its wire text, in table order."""
+        unknown = [name for name in params if name not in op.param_names]
+        if unknown:
+            expected = ", ".join(op.param_names) or "no parameters"
+            raise RequestValidationError(
+                unknown[0], f"is not a parameter of {op.name} (expected {expected})"
+            )
+        texts = []
+        for param in op.params:
+            if param.name not in params:
+                raise RequestValidationError(param.name, "is required")
+            value = params[param.name]
+            self._check_value(param.name, param.type, value)
+            if self.validate and param.rule is not None:
+                problem = param.rule(value)
+                if problem:
+                    raise RequestValidationError(param.name, problem, value=value)
+            text = param.type.format(value)
+            self._check_text(param.name, text, value)
+            texts.append(text)
+        return tuple(texts)
+
+    @staticmethod
+    def _check_value(name: str, xsd: _xsd.XsdType, value: object) -> None:
+        if xsd is _xsd.STRING:
+            if not isinstance(value, str):
+                raise RequestValidationError(name, "must be a str", value=value)
+            bad = _xsd.first_non_xml_char(value)
+            if bad is not None:
+                raise RequestValidationError(
+                    name,
+                    f"character {value[bad]!r} at index {bad} is not allowed in XML",
+                    value=value,
+                )
+        elif xsd is _xsd.LONG or xsd is _xsd.INT:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise RequestValidationError(name, "must be an int", value=value)
+            low, high = (
+                (_xsd.LONG_MIN, _xsd.LONG_MAX) if xsd is _xsd.LONG else (_xsd.INT_MIN, _xsd.INT_MAX)
+            )
+            if not low <= value <= high:
+                raise RequestValidationError(
+                    name, f"is outside the xsd:{xsd.name} range", value=value
+                )
+
+    def _check_text(self, name: str, text: str, value: object) -> None:
+        """Binding-specific checks on the rendered text (none by default)."""
+
+    def _build(
+        self, op: Operation, texts: tuple[str, ...], credentials: Credentials | None
+    ) -> HTTPRequest:
+        raise NotImplementedError
+
+    # -- responses --------------------------------------------------------
+
+    def decode(
+        self, operation: str | Operation, status: int, headers: HeaderItems, body: bytes
+    ) -> object:
+        op = get_operation(operation)
+        try:
+            if len(body) > self.max_response_bytes:
+                raise ResponseTooLargeError(self.max_response_bytes)
+            root = self._parse_answer(status, body)
+            return self._read(op, status, root)
+        except ResponseError as exc:
+            exc.operation = op.name
+            raise
+
+    def _parse_answer(self, status: int, body: bytes) -> etree._Element:
+        """Turn the non-XML answers the service is known to give into errors."""
+        if status == 401:
+            raise AuthenticationError(_server_message(body) or "HTTP 401", status_code=status)
+        if not _looks_like_xml(body):
+            message = _server_message(body)
+            if "invalid api credentials" in message.lower():
+                raise AuthenticationError(message, status_code=status)
+            if status == 200:
+                raise DecodeError(
+                    f"expected an XML answer, got {excerpt(message)}", status_code=status
+                )
+            raise HTTPStatusError(status, message)
+        try:
+            return _xml.parse(body)
+        except _xml.XmlRejected as exc:
+            if status != 200:
+                raise HTTPStatusError(status, _server_message(body)) from None
+            raise DecodeError(str(exc), status_code=status) from None
+
+    def _read(self, op: Operation, status: int, root: etree._Element) -> object:
+        raise NotImplementedError
+
+
+def read_result(shape: ResultShape, element: etree._Element | None, path: str) -> object:
+    """Read a result element (the SOAP ``...Result`` or the bare root)."""
+    if isinstance(shape, Record):
+        if element is None or _xml.is_nil(element):
+            raise DecodeError("the service returned no result", element=path)
+        return _read_record(shape, element, path)
+    value = _read_simple(shape, element, path)
+    if value is None:
+        if shape is _xsd.STRING:
+            # ASMX leaves a null string out; for the consent text "" is the honest reading.
+            return ""
+        raise DecodeError(f"no xsd:{shape.name} value", element=path)
+    return value
+
+
+def _read_simple(xsd: _xsd.XsdType, element: etree._Element | None, path: str) -> object:
+    if element is None or _xml.is_nil(element):
+        return None
+    text = element.text if len(element) == 0 else _xml.text_of(element)
+    if not text:
+        return "" if xsd is _xsd.STRING else None
+    try:
+        return xsd.parse(text)
+    except _xsd.LexicalError as exc:
+        raise DecodeError(str(exc), element=path) from None
+
+
+def _read_record(record: Record, element: etree._Element, path: str) -> object:
+    values: dict[str, object] = {}
+    for node in element:
+        field = record.by_element.get(_xml.local_name(node.tag))
+        if field is None or field.attr in values:
+            continue  # unknown elements are tolerated for forward compatibility
+        where = f"{path}/{field.element}"
+        if isinstance(field.type, Record):
+            values[field.attr] = (
+                None if _xml.is_nil(node) else _read_record(field.type, node, where)
+            )
+        else:
+            values[field.attr] = _read_simple(field.type, node, where)
+    for field in record.fields:
+        if field.required and values.get(field.attr) is None:
+            raise DecodeError("required value is missing or nil", element=f"{path}/{field.element}")
+    return record.cls(**values)

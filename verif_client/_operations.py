@@ -1,0 +1,219 @@
+"""The one table of the service's operations.
+
+Everything that differs between operations lives here: wire names, parameter
+order and types, service rules on inputs, result shapes, the bare root element
+of the HTTP GET/POST answers and whether a call may be repeated safely. Every
+codec, the client, the simulator and the CLI are generic over ``OPERATIONS``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Final
+
+import attrs
+
+from . import _xsd
+from ._errors import RequestValidationError
+from ._results import Location, LocationResult, RequestResult, VerificationResult
+from ._xsd import XsdType
+
+ServiceRule = Callable[[object], "str | None"]
+"""Returns a description of what is wrong with a value, or None when it is fine."""
+
+_PHONE = re.compile(r"\d{7,15}")
+
+
+def _phone_rule(value: object) -> str | None:
+    if isinstance(value, str) and not _PHONE.fullmatch(value):
+        return "must be 7 to 15 digits (\\d{7,15})"
+    return None
+
+
+def _question_rule(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    # .NET measures string length in UTF-16 code units: an emoji counts 2.
+    units = len(value.encode("utf-16-le")) // 2
+    if units == 0:
+        return "is required"
+    if units > 200:
+        return f"is {units} UTF-16 code units long; the service allows at most 200"
+    return None
+
+
+def _request_id_rule(value: object) -> str | None:
+    if isinstance(value, int) and value < 0:
+        return "must be between 0 and 2**63-1"
+    return None
+
+
+@attrs.frozen
+class Param:
+    """One input parameter: wire name, Python name, type and service rule."""
+
+    name: str
+    attr: str
+    type: XsdType
+    rule: ServiceRule | None = None
+
+
+@attrs.frozen
+class Field:
+    """One element of a result record and the attribute it fills."""
+
+    element: str
+    attr: str
+    type: XsdType | Record
+    required: bool = False
+
+
+@attrs.frozen
+class Record:
+    """A complex result: the class to build and its fields in wire order."""
+
+    cls: type
+    fields: tuple[Field, ...]
+    by_element: Mapping[str, Field] = attrs.field(init=False)
+
+    @by_element.default
+    def _index(self) -> Mapping[str, Field]:
+        return {field.element: field for field in self.fields}
+
+
+ResultShape = XsdType | Record
+
+
+@attrs.frozen
+class Operation:
+    """One operation of the service, with everything a codec needs to know."""
+
+    name: str
+    method: str
+    params: tuple[Param, ...]
+    result: ResultShape
+    bare_root: str
+    idempotent: bool
+    doc: str
+
+    @property
+    def response_element(self) -> str:
+        return self.name + "Response"
+
+    @property
+    def result_element(self) -> str:
+        return self.name + "Result"
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(param.name for param in self.params)
+
+
+LOCATION_RECORD: Final = Record(
+    Location,
+    (
+        Field("Latitude", "latitude", _xsd.DOUBLE),
+        Field("Longitude", "longitude", _xsd.DOUBLE),
+        Field("AccuracyRadius", "accuracy_radius", _xsd.DOUBLE),
+        Field("Altitude", "altitude", _xsd.DOUBLE),
+        Field("AltitudeAccuracy", "altitude_accuracy", _xsd.DOUBLE),
+        Field("Address", "address", _xsd.STRING),
+        Field("ZipPostalCode", "zip_postal_code", _xsd.STRING),
+        Field("City", "city", _xsd.STRING),
+        Field("StateRegion", "state_region", _xsd.STRING),
+        Field("CountyDistrict", "county_district", _xsd.STRING),
+        Field("Country", "country", _xsd.STRING),
+        Field("Distance", "distance", _xsd.INT),
+    ),
+)
+
+_ERROR_MESSAGE = Field("ErrorMessage", "error_message", _xsd.STRING)
+
+OPERATIONS: Final[tuple[Operation, ...]] = (
+    Operation(
+        name="SecureLink_Confirmation_SendRequestViaSms",
+        method="send_confirmation_sms",
+        params=(
+            Param("PhoneNumber", "phone_number", _xsd.STRING, _phone_rule),
+            Param("ConfirmationQuestion", "question", _xsd.STRING, _question_rule),
+        ),
+        result=Record(
+            RequestResult,
+            (Field("SecureLinkRequestId", "request_id", _xsd.LONG, required=True), _ERROR_MESSAGE),
+        ),
+        bare_root="SecureLinkRequestResult",
+        idempotent=False,
+        doc="Send a yes/no confirmation question by SMS; returns the request id to poll.",
+    ),
+    Operation(
+        name="SecureLink_SecurityCode_HasBeenVerified",
+        method="has_been_verified",
+        params=(Param("RequestId", "request_id", _xsd.LONG, _request_id_rule),),
+        result=Record(
+            VerificationResult, (Field("Verified", "verified", _xsd.BOOLEAN), _ERROR_MESSAGE)
+        ),
+        bare_root="SecureLinkCodeVerificationResult",
+        idempotent=True,
+        doc="Tell whether the owner confirmed a request (None while pending).",
+    ),
+    Operation(
+        name="SecureLink_MobileLocation_GetResult",
+        method="get_mobile_location",
+        params=(Param("RequestId", "request_id", _xsd.LONG, _request_id_rule),),
+        result=Record(
+            LocationResult, (Field("LocationResult", "location", LOCATION_RECORD), _ERROR_MESSAGE)
+        ),
+        bare_root="SecureLinkLocationResult",
+        idempotent=True,
+        doc="Fetch the location the owner shared for a request (None while pending).",
+    ),
+    Operation(
+        name="UpdatePrivateBadCheckRejectReason",
+        method="update_bad_check_reject_reason",
+        params=(
+            Param("BadCheckId", "bad_check_id", _xsd.LONG),
+            Param("CheckRejectReason", "reject_reason", _xsd.STRING),
+        ),
+        result=_xsd.BOOLEAN,
+        bare_root="boolean",
+        idempotent=False,
+        doc="Set the CheckRejectReason of a bad-check item.",
+    ),
+    Operation(
+        name="RevokeMobileConsent",
+        method="revoke_mobile_consent",
+        params=(Param("MobileNumber", "mobile_number", _xsd.STRING),),
+        result=_xsd.BOOLEAN,
+        bare_root="boolean",
+        idempotent=False,
+        doc="Revoke the consent recorded for a mobile number.",
+    ),
+    Operation(
+        name="GetMobileConsentText",
+        method="get_mobile_consent_text",
+        params=(),
+        result=_xsd.STRING,
+        bare_root="string",
+        idempotent=True,
+        doc="Fetch the consent text a number's owner must agree to.",
+    ),
+)
+
+OPERATIONS_BY_NAME: Final[Mapping[str, Operation]] = {op.name: op for op in OPERATIONS}
+
+
+def get_operation(operation: str | Operation) -> Operation:
+    """Look an operation up by wire name (case-insensitive, as IIS routes)."""
+    if isinstance(operation, Operation):
+        return operation
+    found = OPERATIONS_BY_NAME.get(operation)
+    if found is None:
+        for candidate in OPERATIONS:
+            if candidate.name.lower() == str(operation).lower():
+                return candidate
+        known = ", ".join(OPERATIONS_BY_NAME)
+        raise RequestValidationError(
+            "operation", f"unknown operation; expected one of {known}", value=operation
+        )
+    return found

@@ -1,0 +1,128 @@
+"""The XML Schema simple types the service uses, both directions.
+
+Reading follows the lexical forms .NET writes (``1E-05``, ``INF``, ``NaN``,
+``true``/``1``); writing produces what .NET reads. Python's ``float()`` accepts
+spellings XML Schema does not (``inf``, ``1_0``), so doubles go through a regex.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+
+LONG_MIN: Final = -(2**63)
+LONG_MAX: Final = 2**63 - 1
+INT_MIN: Final = -(2**31)
+INT_MAX: Final = 2**31 - 1
+
+# Characters XML 1.0 allows; anything else cannot be carried in a document.
+_NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_DOUBLE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER = re.compile(r"[+-]?\d+")
+_XML_WS = " \t\r\n"
+
+
+def first_non_xml_char(text: str) -> int | None:
+    """Index of the first character XML 1.0 cannot carry, or None."""
+    match = _NOT_XML_CHAR.search(text)
+    return match.start() if match else None
+
+
+class LexicalError(ValueError):
+    """A wire value is not in the lexical space of its type (message says why)."""
+
+
+@attrs.frozen
+class XsdType:
+    """One simple type: its name, the Python type, and the two conversions."""
+
+    name: str
+    python_type: type
+    parse: Callable[[str], object]
+    format: Callable[[object], str]
+
+    def __repr__(self) -> str:
+        return f"xsd:{self.name}"
+
+
+def _parse_string(text: str) -> str:
+    return text
+
+
+def _format_string(value: object) -> str:
+    assert isinstance(value, str)
+    return value
+
+
+def _parse_integer(text: str, low: int, high: int, name: str) -> int:
+    token = text.strip(_XML_WS)
+    if not _INTEGER.fullmatch(token):
+        raise LexicalError(f"{text!r} is not an xsd:{name}")
+    number = int(token)
+    if not low <= number <= high:
+        raise LexicalError(f"{token} is outside the xsd:{name} range")
+    return number
+
+
+def _parse_long(text: str) -> int:
+    return _parse_integer(text, LONG_MIN, LONG_MAX, "long")
+
+
+def _parse_int(text: str) -> int:
+    return _parse_integer(text, INT_MIN, INT_MAX, "int")
+
+
+def _format_integer(value: object) -> str:
+    assert isinstance(value, int)
+    return str(value)
+
+
+def _parse_boolean(text: str) -> bool:
+    token = text.strip(_XML_WS)
+    if token in ("true", "1"):
+        return True
+    if token in ("false", "0"):
+        return False
+    raise LexicalError(f"{text!r} is not an xsd:boolean")
+
+
+def _format_boolean(value: object) -> str:
+    return "true" if value else "false"
+
+
+_DOUBLE_SPECIALS: Final = {
+    "INF": float("inf"),
+    "+INF": float("inf"),
+    "-INF": float("-inf"),
+    "NaN": float("nan"),
+}
+
+
+def _parse_double(text: str) -> float:
+    token = text.strip(_XML_WS)
+    special = _DOUBLE_SPECIALS.get(token)
+    if special is not None:
+        return special
+    if not _DOUBLE.fullmatch(token):
+        raise LexicalError(f"{text!r} is not an xsd:double")
+    return float(token)
+
+
+def _format_double(value: object) -> str:
+    assert isinstance(value, float | int)
+    number = float(value)
+    if number != number:
+        return "NaN"
+    if number in (float("inf"), float("-inf")):
+        return "INF" if number > 0 else "-INF"
+    return repr(number)
+
+
+STRING: Final = XsdType("string", str, _parse_string, _format_string)
+LONG: Final = XsdType("long", int, _parse_long, _format_integer)
+INT: Final = XsdType("int", int, _parse_int, _format_integer)
+BOOLEAN: Final = XsdType("boolean", bool, _parse_boolean, _format_boolean)
+DOUBLE: Final = XsdType("double", float, _parse_double, _format_double)
