@@ -1,6 +1,7 @@
 """Async client for the GIACT VerificationServices v5 SecureLink / mobile consent operations."""
 
 from ._bindings import codec_for
+from ._client import PRODUCTION_BASE_URL, SANDBOX_BASE_URL, VerificationClient
 from ._codec import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_NAMESPACE,
@@ -23,13 +24,19 @@ from ._errors import (
     VerifClientError,
 )
 from ._operations import OPERATIONS, Operation, get_operation
+from ._ratelimit import RateLimiter
 from ._results import Location, LocationResult, RequestResult, VerificationResult
+from ._retry import NO_RETRY, RetryPolicy
+from ._sync import SyncVerificationClient
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_NAMESPACE",
     "ENDPOINT_PATH",
+    "NO_RETRY",
     "OPERATIONS",
+    "PRODUCTION_BASE_URL",
+    "SANDBOX_BASE_URL",
     "AuthenticationError",
     "Binding",
     "Codec",
@@ -41,13 +48,17 @@ __all__ = [
     "Location",
     "LocationResult",
     "Operation",
+    "RateLimiter",
     "RequestResult",
     "RequestValidationError",
     "ResponseError",
     "ResponseTooLargeError",
+    "RetryPolicy",
     "SoapFault",
+    "SyncVerificationClient",
     "TransportError",
     "VerifClientError",
+    "VerificationClient",
     "VerificationResult",
     "codec_for",
     "get_operation",

@@ -1,0 +1,339 @@
+"""The async client: the codecs behind one httpx connection pool."""
+
+from __future__ import annotations
+
+import logging
+import random
+import ssl
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar
+
+import anyio
+import httpx
+
+from ._bindings import codec_for
+from ._codec import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_NAMESPACE,
+    ENDPOINT_PATH,
+    Binding,
+    Codec,
+    Credentials,
+    HTTPRequest,
+)
+from ._errors import (
+    DeliveryUnknownError,
+    HTTPStatusError,
+    ResponseTooLargeError,
+    TransportError,
+    VerifClientError,
+)
+from ._operations import Operation, get_operation
+from ._ratelimit import RateLimiter
+from ._results import LocationResult, RequestResult, VerificationResult
+from ._retry import DEFAULT_RETRY, RetryPolicy
+
+SANDBOX_BASE_URL: Final = "https://sandbox.api.giact.com"
+PRODUCTION_BASE_URL: Final = "https://api.giact.com"
+
+logger = logging.getLogger("verif_client")
+
+# Failures after which the request certainly did not reach the service.
+_NEVER_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_SEND = "SecureLink_Confirmation_SendRequestViaSms"
+_VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
+_LOCATION = "SecureLink_MobileLocation_GetResult"
+_UPDATE = "UpdatePrivateBadCheckRejectReason"
+_REVOKE = "RevokeMobileConsent"
+_CONSENT_TEXT = "GetMobileConsentText"
+
+
+class VerificationClient:
+    """Async client for the six operations, in any of the four bindings.
+
+    The constructor does no I/O; the connection pool opens on first use and
+    closes with ``aclose()`` or the ``async with`` block (an injected
+    ``http_client`` is left open: it is the caller's). See the README for the
+    options table and the retry rules.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        binding: Binding | str = Binding.SOAP11,
+        namespace: str = DEFAULT_NAMESPACE,
+        endpoint_path: str = ENDPOINT_PATH,
+        timeout: float = 30.0,
+        max_connections: int = 50,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        rate_limit: float | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        validate: bool = True,
+        verify: bool | ssl.SSLContext = True,
+        http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
+        if http_client is not None and transport is not None:
+            raise ValueError("pass either http_client or transport, not both")
+        self.base_url = str(base_url).rstrip("/")
+        self.binding = Binding(binding)
+        self.namespace = namespace
+        self.timeout = timeout
+        self.max_connections = max_connections
+        self.retry = retry
+        self.rate_limit = rate_limit
+        self.max_response_bytes = max_response_bytes
+        self._credentials = (
+            Credentials(username or "", password or "")
+            if username is not None or password is not None
+            else None
+        )
+        self._codecs: dict[Binding, Codec] = {
+            b: codec_for(
+                b,
+                namespace=namespace,
+                endpoint_path=endpoint_path,
+                validate=validate,
+                max_response_bytes=max_response_bytes,
+            )
+            for b in Binding
+        }
+        self._verify = verify
+        if verify is False:
+            logger.warning("TLS certificate verification is OFF for %s", self.base_url)
+        self._transport = transport
+        self._owns_http = http_client is None
+        self._http = http_client
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._rate: RateLimiter | None = None
+        self._rng = random.Random()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        user = self._credentials.username if self._credentials else None
+        return (
+            f"<VerificationClient {self.base_url} binding={self.binding.value} username={user!r}>"
+        )
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._http is not None and self._owns_http:
+            http, self._http = self._http, None
+            await http.aclose()
+
+    def _http_client(self) -> httpx.AsyncClient:
+        if self._closed:
+            raise RuntimeError("this VerificationClient is closed")
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                timeout=self.timeout,
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=self.max_connections,
+                ),
+                verify=self._verify,
+                transport=self._transport,
+            )
+        return self._http
+
+    def _capacity(self) -> anyio.CapacityLimiter:
+        # Created on first use: anyio primitives belong to the running event loop.
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.max_connections)
+        return self._limiter
+
+    # -- the six operations --------------------------------------------------
+
+    async def send_confirmation_sms(
+        self, phone_number: str, question: str, *, binding: Binding | str | None = None
+    ) -> RequestResult:
+        """Text ``question`` (a yes/no question) to ``phone_number``; never retried
+        once the request may have left (a second SMS is a real harm)."""
+        params = {"PhoneNumber": phone_number, "ConfirmationQuestion": question}
+        return _expect(await self.call(_SEND, binding=binding, **params), RequestResult)
+
+    async def has_been_verified(
+        self, request_id: int, *, binding: Binding | str | None = None
+    ) -> VerificationResult:
+        """Whether the owner confirmed; ``verified is None`` while nobody answered."""
+        result = await self.call(_VERIFIED, binding=binding, RequestId=request_id)
+        return _expect(result, VerificationResult)
+
+    async def get_mobile_location(
+        self, request_id: int, *, binding: Binding | str | None = None
+    ) -> LocationResult:
+        """The location the owner shared; ``location is None`` until then."""
+        result = await self.call(_LOCATION, binding=binding, RequestId=request_id)
+        return _expect(result, LocationResult)
+
+    async def revoke_mobile_consent(
+        self, mobile_number: str, *, binding: Binding | str | None = None
+    ) -> bool:
+        result = await self.call(_REVOKE, binding=binding, MobileNumber=mobile_number)
+        return _expect(result, bool)
+
+    async def get_mobile_consent_text(self, *, binding: Binding | str | None = None) -> str:
+        return _expect(await self.call(_CONSENT_TEXT, binding=binding), str)
+
+    async def update_bad_check_reject_reason(
+        self, bad_check_id: int, reject_reason: str, *, binding: Binding | str | None = None
+    ) -> bool:
+        params = {"BadCheckId": bad_check_id, "CheckRejectReason": reject_reason}
+        return _expect(await self.call(_UPDATE, binding=binding, **params), bool)
+
+    async def call(
+        self, operation: str | Operation, *, binding: Binding | str | None = None, **params: Any
+    ) -> object:
+        """Call any operation by wire name with wire-named parameters."""
+        return await self.call_with(operation, params, binding=binding)
+
+    async def call_with(
+        self,
+        operation: str | Operation,
+        params: Mapping[str, object],
+        *,
+        binding: Binding | str | None = None,
+    ) -> object:
+        """Like :meth:`call`, with the parameters as a mapping."""
+        op = get_operation(operation)
+        chosen = self.binding if binding is None else Binding(binding)
+        codec = self._codecs[chosen]
+        request = codec.encode(op, params, credentials=self._credentials)
+        return await self._exchange(op, chosen, codec, request, params)
+
+    # -- the exchange, with retries -----------------------------------------
+
+    async def _exchange(
+        self,
+        op: Operation,
+        binding: Binding,
+        codec: Codec,
+        request: HTTPRequest,
+        params: Mapping[str, object],
+    ) -> object:
+        policy = self.retry
+        started = anyio.current_time()
+        attempt = 0
+        while True:
+            attempt += 1
+            began = anyio.current_time()
+            try:
+                status, headers, body = await self._send_once(op, request)
+                result = codec.decode(op, status, headers, body)
+            except httpx.TransportError as exc:
+                never_sent = isinstance(exc, _NEVER_SENT)
+                failure: VerifClientError
+                if never_sent or op.idempotent:
+                    failure = TransportError(_describe(exc), operation=op.name)
+                else:
+                    failure = DeliveryUnknownError(
+                        f"{_describe(exc)}; the request may have reached the service, "
+                        "so it was not repeated",
+                        operation=op.name,
+                        phone_number=_phone_of(params),
+                    )
+                retryable = never_sent or op.idempotent
+                self._log(op, binding, None, began, attempt, failure)
+            except HTTPStatusError as exc:
+                failure = exc
+                retryable = op.idempotent and exc.status_code in policy.statuses
+                self._log(op, binding, exc.status_code, began, attempt, exc)
+            else:
+                self._log(op, binding, status, began, attempt, None)
+                return result
+            if not retryable or attempt >= policy.attempts:
+                raise failure
+            pause = policy.backoff(attempt, self._rng)
+            if anyio.current_time() + pause - started > policy.deadline:
+                raise failure
+            await anyio.sleep(pause)
+
+    async def _send_once(
+        self, op: Operation, request: HTTPRequest
+    ) -> tuple[int, httpx.Headers, bytes]:
+        http = self._http_client()
+        if self.rate_limit is not None:
+            if self._rate is None:
+                self._rate = RateLimiter(self.rate_limit)
+            await self._rate.acquire()
+        cap = self.max_response_bytes
+        async with self._capacity():
+            http_request = http.build_request(
+                request.method,
+                self.base_url + request.path,
+                headers=request.headers,
+                content=request.body,
+            )
+            response = await http.send(http_request, stream=True)
+            try:
+                declared = response.headers.get("content-length")
+                if declared is not None and declared.isdigit() and int(declared) > cap:
+                    raise ResponseTooLargeError(cap, operation=op.name)
+                chunks = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > cap:
+                        raise ResponseTooLargeError(cap, operation=op.name)
+                    chunks.append(chunk)
+            finally:
+                await response.aclose()
+        return response.status_code, response.headers, b"".join(chunks)
+
+    def _log(
+        self,
+        op: Operation,
+        binding: Binding,
+        status: int | None,
+        began: float,
+        attempt: int,
+        error: BaseException | None,
+    ) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "%s binding=%s status=%s attempt=%d duration_ms=%.1f%s",
+                op.name,
+                binding.value,
+                status,
+                attempt,
+                (anyio.current_time() - began) * 1000,
+                f" error={type(error).__name__}: {error}" if error else "",
+            )
+
+
+def _describe(exc: httpx.TransportError) -> str:
+    detail = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {detail}"
+
+
+def _phone_of(params: Mapping[str, object]) -> str | None:
+    phone = params.get("PhoneNumber")
+    return phone if isinstance(phone, str) else None
+
+
+_T = TypeVar("_T")
+
+
+def _expect(value: object, kind: type[_T]) -> _T:
+    # The codec built the value from the operation table; this only narrows the type.
+    assert isinstance(value, kind), (type(value), kind)
+    return value

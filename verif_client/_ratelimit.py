@@ -1,0 +1,50 @@
+"""A requests-per-second limit that runs on any anyio backend.
+
+GCRA (the "virtual scheduling" form of a token bucket): one timestamp of
+state, no lock and no background task. Each caller reserves the next free slot
+synchronously (atomic within the event loop) and sleeps until it, so callers
+are served in arrival order; a cancelled waiter only wastes its own slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+
+class RateLimiter:
+    """Allow at most ``rate`` acquisitions per second, with bursts of ``burst``."""
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        burst: int = 1,
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate must be > 0, got {rate!r}")
+        if burst < 1:
+            raise ValueError(f"burst must be >= 1, got {burst!r}")
+        self.rate = rate
+        self.burst = burst
+        self._interval = 1.0 / rate
+        self._tolerance = (burst - 1) * self._interval
+        self._clock = clock
+        self._theoretical_arrival = float("-inf")
+
+    def __repr__(self) -> str:
+        return f"RateLimiter(rate={self.rate}, burst={self.burst})"
+
+    def reserve(self) -> float:
+        """Claim the next slot; return how long the caller must wait for it."""
+        now = self._clock()
+        arrival = max(self._theoretical_arrival, now)
+        self._theoretical_arrival = arrival + self._interval
+        return max(0.0, arrival - self._tolerance - now)
+
+    async def acquire(self) -> None:
+        wait = self.reserve()
+        if wait > 0:
+            await anyio.sleep(wait)

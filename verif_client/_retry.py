@@ -1,0 +1,52 @@
+"""When a failed call may be made again, and how long to wait before it.
+
+The rule that matters: an operation that changes something at the service
+(an SMS sent, a consent revoked, a reason updated) is repeated only when the
+request provably never left this machine. Reads are repeated on any transient
+failure.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Final
+
+import attrs
+
+RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
+
+
+def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+@attrs.frozen(slots=True)
+class RetryPolicy:
+    """Bounded exponential backoff with full jitter.
+
+    ``attempts`` counts the first try; ``deadline`` bounds the time spent on
+    one call across all attempts (seconds). The wait before attempt ``n + 1``
+    is uniform in ``[0, min(max_backoff, initial_backoff * multiplier**(n-1))]``.
+    """
+
+    attempts: int = attrs.field(default=4)
+    initial_backoff: float = attrs.field(default=0.25, validator=_positive)
+    multiplier: float = attrs.field(default=2.0, validator=_positive)
+    max_backoff: float = attrs.field(default=4.0, validator=_positive)
+    deadline: float = attrs.field(default=30.0, validator=_positive)
+    statuses: frozenset[int] = RETRYABLE_STATUSES
+
+    @attempts.validator
+    def _check_attempts(self, attribute: attrs.Attribute[int], value: int) -> None:
+        if value < 1:
+            raise ValueError(f"attempts must be >= 1, got {value!r}")
+
+    def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        ceiling = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+        return (rng or random).uniform(0.0, ceiling)
+
+
+DEFAULT_RETRY: Final = RetryPolicy()
+NO_RETRY: Final = RetryPolicy(attempts=1)
