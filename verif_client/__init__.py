@@ -24,6 +24,7 @@ from ._errors import (
     VerifClientError,
 )
 from ._operations import OPERATIONS, Operation, get_operation
+from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 from ._ratelimit import RateLimiter
 from ._results import Location, LocationResult, RequestResult, VerificationResult
 from ._retry import NO_RETRY, RetryPolicy
@@ -46,8 +47,12 @@ __all__ = [
     "HTTPRequest",
     "HTTPStatusError",
     "Location",
+    "LocationOutcome",
     "LocationResult",
     "Operation",
+    "PollPolicy",
+    "PollStatus",
+    "PollStream",
     "RateLimiter",
     "RequestResult",
     "RequestValidationError",
@@ -59,6 +64,7 @@ __all__ = [
     "TransportError",
     "VerifClientError",
     "VerificationClient",
+    "VerificationOutcome",
     "VerificationResult",
     "codec_for",
     "get_operation",

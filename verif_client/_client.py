@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import random
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
 import anyio
 import httpx
 
+from . import _polling
 from ._bindings import codec_for
 from ._codec import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -30,6 +32,13 @@ from ._errors import (
     VerifClientError,
 )
 from ._operations import Operation, get_operation
+from ._polling import (
+    DEFAULT_POLL_POLICY,
+    LocationOutcome,
+    PollPolicy,
+    PollStream,
+    VerificationOutcome,
+)
 from ._ratelimit import RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
@@ -212,13 +221,93 @@ class VerificationClient:
         params: Mapping[str, object],
         *,
         binding: Binding | str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> object:
-        """Like :meth:`call`, with the parameters as a mapping."""
+        """Like :meth:`call`, with the parameters as a mapping and an optional
+        retry policy for this call only."""
         op = get_operation(operation)
         chosen = self.binding if binding is None else Binding(binding)
         codec = self._codecs[chosen]
         request = codec.encode(op, params, credentials=self._credentials)
-        return await self._exchange(op, chosen, codec, request, params)
+        return await self._exchange(op, chosen, codec, request, params, retry or self.retry)
+
+    # -- polling -------------------------------------------------------------
+
+    async def wait_until_verified(
+        self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
+    ) -> VerificationOutcome:
+        """Poll HasBeenVerified for one id until it settles (see :class:`PollPolicy`)."""
+        async with self.poll_verifications([request_id], policy=policy) as outcomes:
+            async for outcome in outcomes:
+                assert isinstance(outcome, VerificationOutcome)
+                return outcome
+        raise AssertionError("a poll run ended without an outcome")  # pragma: no cover
+
+    async def wait_for_location(
+        self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
+    ) -> LocationOutcome:
+        """Poll MobileLocation_GetResult for one id until it settles."""
+        async with self.poll_locations([request_id], policy=policy) as outcomes:
+            async for outcome in outcomes:
+                assert isinstance(outcome, LocationOutcome)
+                return outcome
+        raise AssertionError("a poll run ended without an outcome")  # pragma: no cover
+
+    def poll_verifications(
+        self,
+        request_ids: Iterable[int] | AsyncIterable[int] = (),
+        *,
+        policy: PollPolicy = DEFAULT_POLL_POLICY,
+        max_concurrency: int = 100,
+        keep_open: bool = False,
+    ) -> AbstractAsyncContextManager[PollStream]:
+        """Poll HasBeenVerified for many ids; ``async with`` it and iterate the
+        outcomes as they settle. ``request_ids`` may be an async iterable (a
+        queue): the run then lasts until it ends. ``keep_open=True`` keeps the
+        input open for ``add()`` until ``close_input()``."""
+        return self._poll((_polling.VERIFICATION,), request_ids, policy, max_concurrency, keep_open)
+
+    def poll_locations(
+        self,
+        request_ids: Iterable[int] | AsyncIterable[int] = (),
+        *,
+        policy: PollPolicy = DEFAULT_POLL_POLICY,
+        max_concurrency: int = 100,
+        keep_open: bool = False,
+    ) -> AbstractAsyncContextManager[PollStream]:
+        """Like :meth:`poll_verifications`, for MobileLocation_GetResult."""
+        return self._poll((_polling.LOCATION,), request_ids, policy, max_concurrency, keep_open)
+
+    def poll_verifications_and_locations(
+        self,
+        request_ids: Iterable[int] | AsyncIterable[int] = (),
+        *,
+        policy: PollPolicy = DEFAULT_POLL_POLICY,
+        max_concurrency: int = 100,
+        keep_open: bool = False,
+    ) -> AbstractAsyncContextManager[PollStream]:
+        """Watch both for the same ids: one VerificationOutcome and one
+        LocationOutcome per id, each as it settles."""
+        kinds = (_polling.VERIFICATION, _polling.LOCATION)
+        return self._poll(kinds, request_ids, policy, max_concurrency, keep_open)
+
+    def _poll(
+        self,
+        kinds: tuple[_polling._Kind, ...],
+        request_ids: Iterable[int] | AsyncIterable[int],
+        policy: PollPolicy,
+        max_concurrency: int,
+        keep_open: bool,
+    ) -> AbstractAsyncContextManager[PollStream]:
+        return _polling.poll(
+            self,
+            request_ids,
+            kinds,
+            policy=policy,
+            max_concurrency=max_concurrency,
+            keep_open=keep_open,
+            seed=None,
+        )
 
     # -- the exchange, with retries -----------------------------------------
 
@@ -229,8 +318,8 @@ class VerificationClient:
         codec: Codec,
         request: HTTPRequest,
         params: Mapping[str, object],
+        policy: RetryPolicy,
     ) -> object:
-        policy = self.retry
         started = anyio.current_time()
         attempt = 0
         while True:

@@ -1,0 +1,347 @@
+"""Polling HasBeenVerified and MobileLocation_GetResult for many ids at once.
+
+One scheduler per poll run: a heap of (due time, id) feeding a fixed set of
+worker tasks, so thousands of waiting ids cost a heap entry each, not a
+sleeping task each. "Not done yet, ask again later" (the poll schedule of
+:class:`PollPolicy`) is kept apart from "the call failed, retry it" (the
+short :class:`RetryPolicy` inside one poll).
+
+Classification of answers:
+
+===========================================  ===========================
+answer                                       meaning
+===========================================  ===========================
+``Verified`` true                            VERIFIED
+``Verified`` nil, or false                   pending (false may still become
+                                             true); with ``false_is_final``,
+                                             false ends as DECLINED
+``Verified`` nil with an ErrorMessage        FAILED (the service refused)
+LocationResult present                       LOCATED
+LocationResult absent, "Location not         pending (a denial looks the same,
+available ..." or no ErrorMessage            so it ends TIMED_OUT)
+LocationResult absent, other ErrorMessage    FAILED
+SOAP fault, authentication error, bad input  FAILED at once
+transport error, HTTP 502/503/504            retried under ``policy.retry``,
+                                             then FAILED
+still pending at ``policy.timeout``          TIMED_OUT
+===========================================  ===========================
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+import logging
+import math
+import random
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
+
+import anyio
+import attrs
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._errors import VerifClientError
+from ._results import LocationResult, VerificationResult
+from ._retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from ._client import VerificationClient
+
+logger = logging.getLogger("verif_client")
+
+
+class PollStatus(enum.Enum):
+    """How the polling of one id ended."""
+
+    VERIFIED = "verified"
+    DECLINED = "declined"
+    LOCATED = "located"
+    TIMED_OUT = "timed_out"
+    FAILED = "failed"
+
+
+def _non_negative(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+def _fraction(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not 0 <= value <= 1:
+        raise ValueError(f"{attribute.name} must be between 0 and 1, got {value!r}")
+
+
+POLL_RETRY: Final = RetryPolicy(attempts=3, initial_backoff=0.5, max_backoff=2.0, deadline=15.0)
+
+
+@attrs.frozen(slots=True)
+class PollPolicy:
+    """When to ask again, and for how long.
+
+    The n-th poll (1-based) is made ``delay(n)`` seconds after the previous
+    answer (after the start for n = 1): ``min(max_delay, initial_delay *
+    multiplier**(n-1))``, shortened by a random fraction of at most ``jitter``
+    (1.0 = full jitter, uniform in [0, d]; 0 = none). The default 0.5 keeps
+    intervals within [d/2, d]: enough to spread a batch sent at once, while full
+    jitter would halve the mean interval and so bill more polls for the same
+    detection delay. Polls stop at ``timeout`` seconds after the start; the last
+    delay is cut to land on the deadline. ``retry`` governs failed calls within
+    one poll. ``false_is_final`` ends a verification answered ``false`` as
+    DECLINED instead of asking again.
+    """
+
+    initial_delay: float = attrs.field(default=1.0, validator=_non_negative)
+    multiplier: float = attrs.field(default=1.5, validator=_non_negative)
+    max_delay: float = attrs.field(default=15.0, validator=_non_negative)
+    jitter: float = attrs.field(default=0.5, validator=_fraction)
+    timeout: float = attrs.field(default=600.0, validator=_non_negative)
+    retry: RetryPolicy = POLL_RETRY
+    false_is_final: bool = False
+
+    def delay(self, poll_number: int, rng: random.Random | None = None) -> float:
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** (poll_number - 1))
+        return base * (1.0 - self.jitter * (rng or random).random())
+
+
+DEFAULT_POLL_POLICY: Final = PollPolicy()
+
+_R = TypeVar("_R", VerificationResult, LocationResult)
+
+
+@attrs.frozen(slots=True)
+class _Outcome(Generic[_R]):
+    request_id: int
+    status: PollStatus
+    result: _R | None
+    error: VerifClientError | None
+    attempts: int
+    elapsed: float
+
+
+@attrs.frozen(slots=True)
+class VerificationOutcome(_Outcome[VerificationResult]):
+    """How waiting for one verification ended: ``status``, the last ``result``
+    seen, the ``error`` when FAILED, the number of polls and seconds elapsed."""
+
+
+@attrs.frozen(slots=True)
+class LocationOutcome(_Outcome[LocationResult]):
+    """How waiting for one location ended (see :class:`VerificationOutcome`)."""
+
+
+Outcome = VerificationOutcome | LocationOutcome
+
+
+class _Kind:
+    """What differs between polling verifications and polling locations."""
+
+    def __init__(
+        self,
+        outcome: type[VerificationOutcome] | type[LocationOutcome],
+        operation: str,
+        judge: Callable[[object, PollPolicy], PollStatus | None],
+    ) -> None:
+        self.outcome = outcome
+        self.operation = operation
+        self.judge = judge
+
+
+def _judge_verification(result: object, policy: PollPolicy) -> PollStatus | None:
+    assert isinstance(result, VerificationResult)
+    if result.verified is True:
+        return PollStatus.VERIFIED
+    if result.verified is False:
+        return PollStatus.DECLINED if policy.false_is_final else None
+    return PollStatus.FAILED if result.error_message else None
+
+
+def _judge_location(result: object, policy: PollPolicy) -> PollStatus | None:
+    assert isinstance(result, LocationResult)
+    if result.location is not None:
+        return PollStatus.LOCATED
+    return None if result.pending else PollStatus.FAILED
+
+
+VERIFICATION: Final = _Kind(
+    VerificationOutcome, "SecureLink_SecurityCode_HasBeenVerified", _judge_verification
+)
+LOCATION: Final = _Kind(LocationOutcome, "SecureLink_MobileLocation_GetResult", _judge_location)
+
+
+class _Watch:
+    """One (id, kind) being polled: the whole per-id state, kept small."""
+
+    __slots__ = ("attempts", "deadline", "kind", "last", "polls", "request_id", "started")
+
+    def __init__(self, request_id: int, kind: _Kind, now: float, timeout: float) -> None:
+        self.request_id = request_id
+        self.kind = kind
+        self.started = now
+        self.deadline = now + timeout
+        self.polls = 0
+        self.attempts = 0
+        self.last: object = None
+
+
+class PollStream:
+    """The outcomes of one poll run, as they settle (not in input order).
+
+    Iterate it with ``async for``; it ends when every id given has exactly one
+    outcome per kind and no more ids can come. ``add()`` watches more ids while
+    the input is open (see ``keep_open``), ``close_input()`` ends the input.
+    """
+
+    def __init__(
+        self,
+        client: VerificationClient,
+        kinds: tuple[_Kind, ...],
+        policy: PollPolicy,
+        max_concurrency: int,
+        rng: random.Random,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        self._client = client
+        self._kinds = kinds
+        self._policy = policy
+        self._max_concurrency = max_concurrency
+        self._rng = rng
+        self._heap: list[tuple[float, int, _Watch]] = []
+        self._sequence = itertools.count()
+        self._active = 0  # watches not yet settled (in the heap or being polled)
+        self._input_open = True
+        self._wakeup = anyio.Event()
+        self._results_in: MemoryObjectSendStream[Outcome]
+        self._results_out: MemoryObjectReceiveStream[Outcome]
+        self._results_in, self._results_out = anyio.create_memory_object_stream(math.inf)
+
+    def __aiter__(self) -> AsyncIterator[Outcome]:
+        return self._results_out.__aiter__()
+
+    def add(self, request_id: int) -> None:
+        """Start watching one more id (first poll after ``policy.initial_delay``)."""
+        if not self._input_open:
+            raise RuntimeError("the input of this poll run is closed")
+        now = anyio.current_time()
+        for kind in self._kinds:
+            watch = _Watch(request_id, kind, now, self._policy.timeout)
+            self._active += 1
+            self._schedule(watch, now + self._policy.delay(1, self._rng))
+
+    def close_input(self) -> None:
+        """No more ids will be added: the stream ends once the last settles."""
+        self._input_open = False
+        self._wakeup.set()
+
+    @property
+    def waiting(self) -> int:
+        """Ids (per kind) not yet settled."""
+        return self._active
+
+    def _schedule(self, watch: _Watch, due: float) -> None:
+        heapq.heappush(self._heap, (min(due, watch.deadline), next(self._sequence), watch))
+        self._wakeup.set()
+
+    async def _run(self, source: Iterable[int] | AsyncIterable[int] | None) -> None:
+        due_send, due_receive = anyio.create_memory_object_stream[_Watch](0)
+        async with anyio.create_task_group() as tg:
+            if isinstance(source, AsyncIterable):
+                tg.start_soon(self._feed, source)
+            for _ in range(self._max_concurrency):
+                tg.start_soon(self._worker, due_receive.clone())
+            due_receive.close()
+            async with due_send:
+                await self._dispatch(due_send)
+        await self._results_in.aclose()
+
+    async def _feed(self, source: AsyncIterable[int]) -> None:
+        async for request_id in source:
+            self.add(request_id)
+        self.close_input()
+
+    async def _dispatch(self, due_send: MemoryObjectSendStream[_Watch]) -> None:
+        heap = self._heap
+        while self._input_open or self._active:
+            if heap and heap[0][0] <= anyio.current_time():
+                await due_send.send(heapq.heappop(heap)[2])
+                continue
+            self._wakeup = anyio.Event()
+            if heap:
+                with anyio.move_on_after(heap[0][0] - anyio.current_time()):
+                    await self._wakeup.wait()
+            else:
+                await self._wakeup.wait()
+
+    async def _worker(self, due: MemoryObjectReceiveStream[_Watch]) -> None:
+        async with due:
+            async for watch in due:
+                await self._poll(watch)
+
+    async def _poll(self, watch: _Watch) -> None:
+        policy = self._policy
+        watch.polls += 1
+        error: VerifClientError | None = None
+        try:
+            watch.last = await self._client.call_with(
+                watch.kind.operation, {"RequestId": watch.request_id}, retry=policy.retry
+            )
+            status = watch.kind.judge(watch.last, policy)
+        except VerifClientError as exc:
+            error, status = exc, PollStatus.FAILED
+        except Exception as exc:
+            # Every id is promised exactly one outcome, even when a transport
+            # or a bug raises something we did not foresee.
+            logger.exception("unexpected error polling request %s", watch.request_id)
+            error = VerifClientError(f"unexpected {type(exc).__name__}: {exc}")
+            status = PollStatus.FAILED
+        watch.attempts = watch.polls
+        now = anyio.current_time()
+        if status is None:
+            if now < watch.deadline:
+                self._schedule(watch, now + policy.delay(watch.polls + 1, self._rng))
+                return
+            status = PollStatus.TIMED_OUT
+        self._settle(watch, status, error, now)
+
+    def _settle(
+        self, watch: _Watch, status: PollStatus, error: VerifClientError | None, now: float
+    ) -> None:
+        outcome = watch.kind.outcome(
+            request_id=watch.request_id,
+            status=status,
+            result=watch.last,  # type: ignore[arg-type]
+            error=error,
+            attempts=watch.attempts,
+            elapsed=now - watch.started,
+        )
+        self._active -= 1
+        self._results_in.send_nowait(outcome)
+        if not self._active:
+            self._wakeup.set()
+
+
+@asynccontextmanager
+async def poll(
+    client: VerificationClient,
+    request_ids: Iterable[int] | AsyncIterable[int],
+    kinds: tuple[_Kind, ...],
+    *,
+    policy: PollPolicy,
+    max_concurrency: int,
+    keep_open: bool,
+    seed: int | None,
+) -> AsyncIterator[PollStream]:
+    stream = PollStream(client, kinds, policy, max_concurrency, random.Random(seed))
+    if not isinstance(request_ids, AsyncIterable):
+        for request_id in request_ids:
+            stream.add(request_id)
+        if not keep_open:
+            stream.close_input()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stream._run, request_ids)
+        try:
+            yield stream
+        finally:
+            tg.cancel_scope.cancel()
