@@ -220,13 +220,19 @@ class PollStream:
     def __aiter__(self) -> AsyncIterator[Outcome]:
         return self._results_out.__aiter__()
 
-    def add(self, request_id: int) -> None:
-        """Start watching one more id (first poll after ``policy.initial_delay``)."""
+    def add(self, request_id: int, *, timeout: float | None = None) -> None:
+        """Start watching one more id (first poll after ``policy.initial_delay``).
+
+        ``timeout`` overrides ``policy.timeout`` for this id, e.g. with what is
+        left of a deadline that started before a restart.
+        """
         if not self._input_open:
             raise RuntimeError("the input of this poll run is closed")
         now = anyio.current_time()
         for kind in self._kinds:
-            watch = _Watch(request_id, kind, now, self._policy.timeout)
+            watch = _Watch(
+                request_id, kind, now, self._policy.timeout if timeout is None else timeout
+            )
             self._active += 1
             self._schedule(watch, now + self._policy.delay(1, self._rng))
 

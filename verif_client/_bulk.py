@@ -1,0 +1,319 @@
+"""Bulk verification: a CSV of phone numbers in, one JSON line per row out.
+
+The journal is the truth; the output file is rebuilt from it at every start
+and appended to as rows finish, so it never holds a row twice and never misses
+a finished one, whatever point the previous run was killed at.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from typing import IO, Any, Final
+
+import anyio
+import attrs
+
+from ._bindings import codec_for
+from ._client import VerificationClient
+from ._codec import Binding, Codec
+from ._errors import DeliveryUnknownError, RequestValidationError, VerifClientError
+from ._journal import FINAL_STATES, InputRow, JobRow, Journal, JournalError
+from ._operations import get_operation
+from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
+
+_SEND: Final = get_operation("SecureLink_Confirmation_SendRequestViaSms")
+_VERIFICATION_STATES: Final = {
+    PollStatus.VERIFIED: "verified",
+    PollStatus.DECLINED: "declined",
+    PollStatus.TIMED_OUT: "not_verified",
+    PollStatus.FAILED: "failed",
+}
+
+
+# A bulk job wants a decision per row: a "no" is final rather than pending.
+BULK_POLL_POLICY: Final = PollPolicy(false_is_final=True)
+
+
+@attrs.frozen(slots=True)
+class BulkOptions:
+    """How a bulk job runs. ``deadline`` counts from each row's SMS."""
+
+    question: str | None = None
+    location: bool = False
+    concurrency: int = 50
+    deadline: float = 600.0
+    resend_unknown: bool = False
+    policy: PollPolicy = BULK_POLL_POLICY
+
+
+@attrs.define
+class Progress:
+    """Live counters of a run, handed to the progress callback."""
+
+    total: int = 0
+    sent: int = 0
+    finished: int = 0
+    states: Counter[str] = attrs.Factory(Counter)
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.finished
+
+
+# -- input ----------------------------------------------------------------
+
+
+def read_input(
+    data: bytes, default_question: str | None, binding: Binding = Binding.SOAP11
+) -> Iterator[InputRow]:
+    """Read and check every row; a bad row is reported, never fatal.
+
+    Rows are checked with the very codec that will send them, so what is
+    refused here is exactly what the service (or ASP.NET) would refuse.
+    """
+    codec = codec_for(binding)
+    text = data.decode("utf-8-sig", errors="surrogateescape")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = [name.strip().lower() for name in next(reader)]
+    except StopIteration:
+        return
+    except csv.Error as exc:
+        yield InputRow(1, None, None, None, f"malformed CSV header: {exc}")
+        return
+    columns = {name: index for index, name in enumerate(header)}
+    seen: dict[str, int] = {}
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield InputRow(reader.line_num, None, None, None, f"malformed CSV line: {exc}")
+            continue
+        line = reader.line_num
+        if not any(field.strip() for field in fields):
+            continue
+
+        def column(name: str, fields: list[str] = fields) -> str | None:
+            index = columns.get(name)
+            return fields[index].strip() if index is not None and index < len(fields) else None
+
+        phone, user_id = column("phone_number"), column("id")
+        question = column("question") or default_question
+        problem = _row_problem(codec, columns, fields, header, phone, question, seen, line)
+        if problem is None and phone is not None:
+            seen[phone] = line
+        yield InputRow(line, phone, question, user_id, problem)
+
+
+def _row_problem(
+    codec: Codec,
+    columns: Mapping[str, int],
+    fields: list[str],
+    header: list[str],
+    phone: str | None,
+    question: str | None,
+    seen: Mapping[str, int],
+    line: int,
+) -> str | None:
+    if "phone_number" not in columns:
+        return "missing column phone_number"
+    if len(fields) > len(header):
+        return f"has {len(fields)} fields, the header has {len(header)}"
+    if not phone:
+        return "phone_number is empty"
+    if not question:
+        return "no question: give a question column or --question"
+    try:
+        codec.wire_texts(_SEND, {"PhoneNumber": phone, "ConfirmationQuestion": question})
+    except RequestValidationError as exc:
+        return str(exc)
+    if phone in seen:
+        return f"duplicate phone_number (first on line {seen[phone]})"
+    return None
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_input(journal: Journal, data: bytes, options: BulkOptions, binding: Binding) -> None:
+    """Load the input once; a rerun must name the same input (or none)."""
+    known = journal.input_digest()
+    if known is None:
+        journal.load(read_input(data, options.question, binding), digest(data))
+    elif known != digest(data):
+        raise JournalError(
+            "this journal belongs to a different input file; use a new --journal "
+            "or the original input"
+        )
+
+
+# -- output ---------------------------------------------------------------
+
+
+def rewrite_output(journal: Journal, path: str) -> IO[str]:
+    """Rebuild the output from the journal atomically; return it open for appending."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        for row in journal.finished():
+            handle.write(json.dumps(row.to_output(), ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    return open(path, "a", encoding="utf-8")
+
+
+# -- the run --------------------------------------------------------------
+
+
+def _location_json(outcome: LocationOutcome) -> dict[str, Any]:
+    location = outcome.result.location if outcome.result else None
+    return {
+        "location_status": outcome.status.value,
+        "location": attrs.asdict(location) if location else None,
+    }
+
+
+def _verification_json(outcome: VerificationOutcome) -> dict[str, Any]:
+    result = outcome.result
+    reason = None
+    if outcome.error is not None:
+        reason = str(outcome.error)
+    elif result is not None and result.error_message:
+        reason = result.error_message
+    return {
+        "verified": result.verified if result else None,
+        "polls": outcome.attempts,
+        "reason": reason,
+    }
+
+
+class _Run:
+    def __init__(
+        self,
+        client: VerificationClient,
+        journal: Journal,
+        output: IO[str],
+        options: BulkOptions,
+        progress: Progress,
+        on_progress: Callable[[Progress], None],
+    ) -> None:
+        self.client = client
+        self.journal = journal
+        self.output = output
+        self.options = options
+        self.progress = progress
+        self.on_progress = on_progress
+        self.lines_by_request: dict[int, int] = {}
+        self.partial: dict[int, dict[str, Any]] = {}
+
+    def finish(self, line: int, state: str, result: Mapping[str, Any]) -> None:
+        self.journal.finish(line, state, result)
+        row = self.journal.row(line).to_output()
+        self.output.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.output.flush()
+        self.progress.finished += 1
+        self.progress.states[state] += 1
+        self.on_progress(self.progress)
+
+    async def send(self, row: JobRow, stream: PollStream) -> None:
+        self.journal.mark_sending(row.line)
+        try:
+            assert row.phone_number is not None
+            assert row.question is not None
+            sent = await self.client.send_confirmation_sms(row.phone_number, row.question)
+        except DeliveryUnknownError as exc:
+            self.finish(row.line, "unknown", {"reason": str(exc)})
+            return
+        except VerifClientError as exc:
+            self.finish(row.line, "failed", {"reason": str(exc)})
+            return
+        if not sent.ok:
+            self.finish(row.line, "failed", {"reason": sent.error_message or "request id 0"})
+            return
+        self.journal.mark_sent(row.line, sent.request_id)
+        self.progress.sent += 1
+        self.watch(sent.request_id, row.line, stream, self.options.deadline)
+
+    def watch(self, request_id: int, line: int, stream: PollStream, timeout: float) -> None:
+        self.lines_by_request[request_id] = line
+        stream.add(request_id, timeout=max(0.0, timeout))
+
+    def settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
+        line = self.lines_by_request[outcome.request_id]
+        part = self.partial.setdefault(line, {})
+        if isinstance(outcome, LocationOutcome):
+            part.update(_location_json(outcome))
+        else:
+            part.update(_verification_json(outcome))
+            part["state"] = _VERIFICATION_STATES.get(outcome.status, "failed")
+        if self.options.location and "location_status" not in part:
+            return
+        if "state" not in part:
+            return
+        del self.partial[line]
+        state = part.pop("state")
+        self.finish(line, state, part)
+
+
+async def run_bulk(
+    client: VerificationClient,
+    journal: Journal,
+    output_path: str,
+    options: BulkOptions,
+    on_progress: Callable[[Progress], None] = lambda progress: None,
+) -> dict[str, int]:
+    """Send, poll and record every queued or awaiting row of the journal."""
+    journal.recover(resend_unknown=options.resend_unknown)
+    counts = journal.counts()
+    progress = Progress(total=sum(counts.values()))
+    progress.finished = sum(counts[state] for state in FINAL_STATES)
+    progress.sent = sum(counts[state] for state in ("sent", "verified", "declined", "not_verified"))
+    output = rewrite_output(journal, output_path)
+    run = _Run(client, journal, output, options, progress, on_progress)
+    policy = attrs.evolve(options.policy, timeout=options.deadline)
+    poll = (
+        client.poll_verifications_and_locations if options.location else client.poll_verifications
+    )
+    try:
+        async with poll(
+            policy=policy, keep_open=True, max_concurrency=options.concurrency
+        ) as stream:
+            now = time.time()
+            for row in journal.awaiting_answer():
+                assert row.request_id is not None
+                assert row.sent_at is not None
+                run.watch(row.request_id, row.line, stream, options.deadline - (now - row.sent_at))
+
+            async def sender() -> None:
+                limiter = anyio.CapacityLimiter(options.concurrency)
+                async with anyio.create_task_group() as tg:
+                    for row in journal.queued():
+                        await limiter.acquire()
+
+                        async def one(row: JobRow = row) -> None:
+                            try:
+                                await run.send(row, stream)
+                            finally:
+                                limiter.release()
+
+                        tg.start_soon(one)
+                stream.close_input()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sender)
+                async for outcome in stream:
+                    run.settle(outcome)
+    finally:
+        output.close()
+    on_progress(progress)
+    return journal.counts()
