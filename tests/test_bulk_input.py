@@ -6,9 +6,12 @@ import pytest
 
 from verif_client._bulk import read_input
 from verif_client._codec import Binding
+from verif_client._journal import InputRow
 
 
-def rows(text: str, question: str | None = "Did you ask to pay?", binding: Binding = Binding.SOAP11):
+def rows(
+    text: str, question: str | None = "Did you ask to pay?", binding: Binding = Binding.SOAP11
+) -> dict[int, InputRow]:
     return {row.line: row for row in read_input(text.encode(), question, binding)}
 
 
@@ -38,11 +41,13 @@ def test_each_bad_row_is_reported_with_its_line_and_reason() -> None:
     assert read[2].problem is None
     assert "PhoneNumber" in (read[3].problem or "")
     assert read[4].problem == "phone_number is empty"
-    assert "duplicate" in (read[5].problem or "") and "line 2" in (read[5].problem or "")
+    assert "duplicate" in (read[5].problem or "")
+    assert "line 2" in (read[5].problem or "")
     assert "200" in (read[6].problem or "")
     assert "fields" in (read[7].problem or "")
     malformed = [row for line, row in read.items() if line >= 8]
-    assert malformed and all(row.problem for row in malformed)
+    assert malformed
+    assert all(row.problem for row in malformed)
 
 
 def test_missing_phone_column_makes_every_row_invalid_but_not_the_job() -> None:
