@@ -8,14 +8,16 @@ a finished one, whatever point the previous run was killed at.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
+import logging
 import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from typing import IO, Any, Final
+from typing import IO, Any, Final, TypeVar, TypeVarTuple
 
 import anyio
 import attrs
@@ -24,7 +26,7 @@ from ._bindings import codec_for
 from ._client import VerificationClient
 from ._codec import Binding, Codec
 from ._errors import DeliveryUnknownError, RequestValidationError, VerifClientError
-from ._journal import FINAL_STATES, InputRow, JobRow, Journal, JournalError
+from ._journal import FINAL_STATES, InputRow, JobRow, Journal, different_input_error
 from ._operations import get_operation
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 
@@ -36,6 +38,15 @@ _VERIFICATION_STATES: Final = {
     PollStatus.FAILED: "failed",
 }
 
+
+logger = logging.getLogger("verif_client")
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+# Rows a worker claims at once: few, as claimed rows wait for the rate limit
+# while another worker could be sending them.
+_CLAIM_BATCH: Final = 20
+_POLL_BATCH: Final = 500
 
 # A bulk job wants a decision per row: a "no" is final rather than pending.
 BULK_POLL_POLICY: Final = PollPolicy(false_is_final=True)
@@ -146,22 +157,19 @@ def digest(data: bytes) -> str:
 
 
 def load_input(journal: Journal, data: bytes, options: BulkOptions, binding: Binding) -> None:
-    """Load the input once; a rerun must name the same input (or none)."""
+    """Load the input once; a rerun (or another worker) must name the same input, or none."""
     known = journal.input_digest()
     if known is None:
         journal.load(read_input(data, options.question, binding), digest(data))
     elif known != digest(data):
-        raise JournalError(
-            "this journal belongs to a different input file; use a new --journal "
-            "or the original input"
-        )
+        raise different_input_error()
 
 
 # -- output ---------------------------------------------------------------
 
 
-def rewrite_output(journal: Journal, path: str) -> IO[str]:
-    """Rebuild the output from the journal atomically; return it open for appending."""
+def write_output(journal: Journal, path: str) -> None:
+    """Write every finished row of the journal to ``path``, atomically."""
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
         for row in journal.finished():
@@ -169,6 +177,11 @@ def rewrite_output(journal: Journal, path: str) -> IO[str]:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
+
+
+def rewrite_output(journal: Journal, path: str) -> IO[str]:
+    """Rebuild the output from the journal atomically; return it open for appending."""
+    write_output(journal, path)
     return open(path, "a", encoding="utf-8")
 
 
@@ -197,6 +210,20 @@ def _verification_json(outcome: VerificationOutcome) -> dict[str, Any]:
     }
 
 
+class _Calls:
+    """Makes journal calls: in line for a local journal, from one worker thread
+    for a journal that waits on a server (one: its connection serves one
+    statement at a time anyway)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._thread = anyio.CapacityLimiter(1) if journal.blocking else None
+
+    async def __call__(self, function: Callable[[*Ts], T], *args: *Ts) -> T:
+        if self._thread is None:
+            return function(*args)
+        return await anyio.to_thread.run_sync(function, *args, limiter=self._thread)
+
+
 class _Run:
     def __init__(
         self,
@@ -209,6 +236,7 @@ class _Run:
     ) -> None:
         self.client = client
         self.journal = journal
+        self.db = _Calls(journal)
         self.output = output
         self.options = options
         self.progress = progress
@@ -216,31 +244,36 @@ class _Run:
         self.lines_by_request: dict[int, int] = {}
         self.partial: dict[int, dict[str, Any]] = {}
 
-    def finish(self, line: int, state: str, result: Mapping[str, Any]) -> None:
-        self.journal.finish(line, state, result)
-        row = self.journal.row(line).to_output()
-        self.output.write(json.dumps(row, ensure_ascii=False) + "\n")
+    async def finish(self, line: int, state: str, result: Mapping[str, Any]) -> None:
+        row = await self.db(self.journal.finish, line, state, result)
+        if row is None:
+            logger.warning("line %d passed to another worker before it finished here", line)
+            return
+        self.output.write(json.dumps(row.to_output(), ensure_ascii=False) + "\n")
         self.output.flush()
         self.progress.finished += 1
         self.progress.states[state] += 1
         self.on_progress(self.progress)
 
     async def send(self, row: JobRow, stream: PollStream) -> None:
-        self.journal.mark_sending(row.line)
+        if not await self.db(self.journal.mark_sending, row.line):
+            return  # another worker holds the row now
         try:
             assert row.phone_number is not None
             assert row.question is not None
             sent = await self.client.send_confirmation_sms(row.phone_number, row.question)
         except DeliveryUnknownError as exc:
-            self.finish(row.line, "unknown", {"reason": str(exc)})
+            await self.finish(row.line, "unknown", {"reason": str(exc)})
             return
         except VerifClientError as exc:
-            self.finish(row.line, "failed", {"reason": str(exc)})
+            await self.finish(row.line, "failed", {"reason": str(exc)})
             return
         if not sent.ok:
-            self.finish(row.line, "failed", {"reason": sent.error_message or "request id 0"})
+            await self.finish(row.line, "failed", {"reason": sent.error_message or "request id 0"})
             return
-        self.journal.mark_sent(row.line, sent.request_id)
+        if not await self.db(self.journal.mark_sent, row.line, sent.request_id):
+            logger.warning("line %d was declared unknown by another worker while sending", row.line)
+            return
         self.progress.sent += 1
         self.watch(sent.request_id, row.line, stream, self.options.deadline)
 
@@ -248,7 +281,55 @@ class _Run:
         self.lines_by_request[request_id] = line
         stream.add(request_id, timeout=max(0.0, timeout))
 
-    def settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
+    def watch_sent(self, row: JobRow, stream: PollStream) -> None:
+        """Poll a row sent earlier, by a previous run or a worker that died."""
+        assert row.request_id is not None
+        assert row.sent_at is not None
+        elapsed = time.time() - row.sent_at
+        self.watch(row.request_id, row.line, stream, self.options.deadline - elapsed)
+
+    async def feed(self, stream: PollStream) -> None:
+        """Claim rows until none are left: send the queued, poll the sent."""
+        slots = anyio.Semaphore(self.options.concurrency)
+
+        async def send_one(row: JobRow) -> None:
+            try:
+                await self.send(row, stream)
+            finally:
+                slots.release()
+
+        async with anyio.create_task_group() as tg:
+            while True:
+                # Claim only what can start now: the rest stays for other workers.
+                await slots.acquire()
+                claim = await self.db(
+                    self.journal.claim, min(_CLAIM_BATCH, slots.value + 1), _POLL_BATCH
+                )
+                for row in claim.poll:
+                    self.watch_sent(row, stream)
+                if not claim.send:
+                    slots.release()
+                for index, row in enumerate(claim.send):
+                    if index:
+                        await slots.acquire()
+                    tg.start_soon(send_one, row)
+                if claim.send or claim.poll:
+                    continue
+                if not await self.db(self.journal.work_elsewhere):
+                    break
+                # Other workers hold what is left; stay to take over should one die.
+                assert self.journal.lease_seconds is not None
+                await anyio.sleep(self.journal.lease_seconds / 4)
+        stream.close_input()
+
+    async def keep_leases(self) -> None:
+        lease = self.journal.lease_seconds
+        assert lease is not None
+        while True:
+            await anyio.sleep(lease / 3)
+            await self.db(self.journal.renew)
+
+    async def settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
         line = self.lines_by_request[outcome.request_id]
         part = self.partial.setdefault(line, {})
         if isinstance(outcome, LocationOutcome):
@@ -262,7 +343,7 @@ class _Run:
             return
         del self.partial[line]
         state = part.pop("state")
-        self.finish(line, state, part)
+        await self.finish(line, state, part)
 
 
 async def run_bulk(
@@ -272,48 +353,38 @@ async def run_bulk(
     options: BulkOptions,
     on_progress: Callable[[Progress], None] = lambda progress: None,
 ) -> dict[str, int]:
-    """Send, poll and record every queued or awaiting row of the journal."""
-    journal.recover(resend_unknown=options.resend_unknown)
-    counts = journal.counts()
+    """Send, poll and record every queued or awaiting row of the journal.
+
+    With a shared journal several workers run this at once; each returns when
+    no other worker holds unfinished rows and its own rows are finished.
+    """
+    db = _Calls(journal)
+    await db(functools.partial(journal.recover, resend_unknown=options.resend_unknown))
+    counts = await db(journal.counts)
     progress = Progress(total=sum(counts.values()))
     progress.finished = sum(counts[state] for state in FINAL_STATES)
     progress.sent = sum(counts[state] for state in ("sent", "verified", "declined", "not_verified"))
-    output = rewrite_output(journal, output_path)
+    output = await db(rewrite_output, journal, output_path)
     run = _Run(client, journal, output, options, progress, on_progress)
     policy = attrs.evolve(options.policy, timeout=options.deadline)
     poll = (
         client.poll_verifications_and_locations if options.location else client.poll_verifications
     )
     try:
-        async with poll(
-            policy=policy, keep_open=True, max_concurrency=options.concurrency
-        ) as stream:
-            now = time.time()
-            for row in journal.awaiting_answer():
-                assert row.request_id is not None
-                assert row.sent_at is not None
-                run.watch(row.request_id, row.line, stream, options.deadline - (now - row.sent_at))
-
-            async def sender() -> None:
-                limiter = anyio.CapacityLimiter(options.concurrency)
-                async with anyio.create_task_group() as tg:
-                    for row in journal.queued():
-                        await limiter.acquire()
-
-                        async def one(row: JobRow = row) -> None:
-                            try:
-                                await run.send(row, stream)
-                            finally:
-                                limiter.release()
-
-                        tg.start_soon(one)
-                stream.close_input()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(sender)
-                async for outcome in stream:
-                    run.settle(outcome)
+        async with (
+            poll(policy=policy, keep_open=True, max_concurrency=options.concurrency) as stream,
+            anyio.create_task_group() as tg,
+        ):
+            if journal.lease_seconds is not None:
+                tg.start_soon(run.keep_leases)
+            tg.start_soon(run.feed, stream)
+            async for outcome in stream:
+                await run.settle(outcome)
+            tg.cancel_scope.cancel()
     finally:
         output.close()
+    if journal.lease_seconds is not None:
+        # Other workers finished rows too: leave this output as complete as the journal.
+        await db(write_output, journal, output_path)
     on_progress(progress)
-    return journal.counts()
+    return await db(journal.counts)

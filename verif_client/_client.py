@@ -39,7 +39,7 @@ from ._polling import (
     PollStream,
     VerificationOutcome,
 )
-from ._ratelimit import RateLimiter
+from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
 
@@ -80,6 +80,7 @@ class VerificationClient:
         max_connections: int = 50,
         retry: RetryPolicy = DEFAULT_RETRY,
         rate_limit: float | None = None,
+        rate_limiter: Limiter | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         validate: bool = True,
         verify: bool | ssl.SSLContext = True,
@@ -88,6 +89,8 @@ class VerificationClient:
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
+        if rate_limit is not None and rate_limiter is not None:
+            raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
         self.base_url = str(base_url).rstrip("/")
@@ -120,7 +123,7 @@ class VerificationClient:
         self._owns_http = http_client is None
         self._http = http_client
         self._limiter: anyio.CapacityLimiter | None = None
-        self._rate: RateLimiter | None = None
+        self._rate: Limiter | None = rate_limiter
         self._rng = random.Random()
         self._closed = False
 
@@ -360,9 +363,9 @@ class VerificationClient:
         self, op: Operation, request: HTTPRequest
     ) -> tuple[int, httpx.Headers, bytes]:
         http = self._http_client()
-        if self.rate_limit is not None:
-            if self._rate is None:
-                self._rate = RateLimiter(self.rate_limit)
+        if self._rate is None and self.rate_limit is not None:
+            self._rate = RateLimiter(self.rate_limit)
+        if self._rate is not None:
             await self._rate.acquire()
         cap = self.max_response_bytes
         async with self._capacity():

@@ -4,32 +4,55 @@ Every state change is committed before the next step acts on it. A row's life:
 
     queued -> sending -> sent -> verified | declined | not_verified | failed
     invalid                      (input problem; never sent)
-    sending -> unknown           (the process died while the SMS was in flight;
+    sending -> unknown           (the worker died while the SMS was in flight;
                                   resent only when the user asks)
 
-SQLite in WAL mode: a committed change survives the process being killed at
-any point, which is the failure this journal exists for.
+Two backends share this interface and the runner in ``_bulk``: SQLite (one
+process, no server; ``_journal_sqlite``) and PostgreSQL (any number of workers
+on any number of hosts; ``_journal_pg``). :func:`open_journal` picks one from
+the ``--journal`` location.
+
+A worker *claims* the rows it is about to work on. The SQLite journal has one
+worker, so a claim is only a cursor; the PostgreSQL journal records the worker
+and a lease on the row, so that a dead worker's rows pass to the living.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
 import attrs
 
-SCHEMA_VERSION: Final = 1
+from ._ratelimit import Limiter
+
 FINAL_STATES: Final = frozenset(
     {"verified", "declined", "not_verified", "failed", "invalid", "unknown"}
 )
 ALL_STATES: Final = ("queued", "sending", "sent", *sorted(FINAL_STATES))
+RECORD_COLUMNS: Final = "line, user_id, phone_number, question, state, request_id, sent_at, result"
+IN_FLIGHT_REASON: Final = (
+    "the SMS request was in flight when the job stopped; "
+    "it may or may not have been sent (rerun with --resend-unknown)"
+)
 
 
 class JournalError(Exception):
     """The journal cannot be used as asked (message says why)."""
+
+
+def different_input_error() -> JournalError:
+    return JournalError(
+        "this journal belongs to a different input file; use a new --journal or the original input"
+    )
+
+
+def newer_schema_error(where: str, found: int, known: int) -> JournalError:
+    return JournalError(
+        f"{where} has journal schema {found}; this verif_client knows "
+        f"{known} and older: upgrade verif_client"
+    )
 
 
 @attrs.frozen(slots=True)
@@ -56,6 +79,23 @@ class JobRow:
     sent_at: float | None
     result: Mapping[str, Any]
 
+    @classmethod
+    def from_record(
+        cls,
+        line: int,
+        user_id: str | None,
+        phone_number: str | None,
+        question: str | None,
+        state: str,
+        request_id: int | None,
+        sent_at: float | None,
+        result: str,
+    ) -> JobRow:
+        """A row as both backends store it: ``RECORD_COLUMNS``, result as JSON text."""
+        return cls(
+            line, user_id, phone_number, question, state, request_id, sent_at, json.loads(result)
+        )
+
     def to_output(self) -> dict[str, Any]:
         """The JSON object written to the output file for a finished row."""
         return {
@@ -68,173 +108,94 @@ class JobRow:
         }
 
 
+@attrs.frozen(slots=True)
+class Claim:
+    """Rows handed to one worker: ``send`` are queued, ``poll`` await an answer."""
+
+    send: list[JobRow]
+    poll: list[JobRow]
+
+
 class Journal(Protocol):
-    """What the bulk runner needs from a journal backend."""
+    """What the bulk runner needs from a journal backend.
+
+    Methods are synchronous. ``blocking`` tells the runner that they wait on a
+    server, so it calls them from a worker thread instead of the event loop.
+    ``lease_seconds`` is None when rows need no lease (one worker); otherwise
+    the runner calls ``renew()`` well within that period for as long as it
+    lives, and a row it has not renewed in time may be claimed by another.
+
+    ``mark_sending``, ``mark_sent`` and ``finish`` act only on a row this
+    worker still holds: they return False (``finish``: None) when the row has
+    passed to another worker, and the caller then leaves the row alone.
+    """
+
+    @property
+    def blocking(self) -> bool: ...
+    @property
+    def lease_seconds(self) -> float | None: ...
 
     def is_loaded(self) -> bool: ...
-    def load(self, rows: Iterable[InputRow], input_digest: str) -> None: ...
     def input_digest(self) -> str | None: ...
-    def recover(self, *, resend_unknown: bool) -> int: ...
-    def queued(self) -> list[JobRow]: ...
-    def awaiting_answer(self) -> list[JobRow]: ...
-    def mark_sending(self, line: int) -> None: ...
-    def mark_sent(self, line: int, request_id: int) -> None: ...
-    def finish(self, line: int, state: str, result: Mapping[str, Any]) -> None: ...
+    def load(self, rows: Iterable[InputRow], input_digest: str) -> None:
+        """Load the input unless it already is; refuse a different one."""
+        ...
+
+    def recover(self, *, resend_unknown: bool) -> int:
+        """Rows left in flight by a dead worker become ``unknown``; with
+        ``resend_unknown`` every unknown row is queued again. Returns how many
+        rows were found in flight."""
+        ...
+
+    def claim(self, send: int, poll: int) -> Claim:
+        """Up to ``send`` queued rows and ``poll`` sent rows no worker holds."""
+        ...
+
+    def work_elsewhere(self) -> bool:
+        """Whether rows are unfinished that another worker holds."""
+        ...
+
+    def renew(self) -> None: ...
+    def mark_sending(self, line: int) -> bool: ...
+    def mark_sent(self, line: int, request_id: int) -> bool: ...
+    def finish(self, line: int, state: str, result: Mapping[str, Any]) -> JobRow | None: ...
     def finished(self) -> Iterator[JobRow]: ...
-    def row(self, line: int) -> JobRow: ...
     def counts(self) -> dict[str, int]: ...
+    def rate_limiter(self, rate: float) -> Limiter:
+        """A limiter of ``rate`` requests per second for every worker of the job."""
+        ...
+
     def close(self) -> None: ...
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS rows (
-    line INTEGER PRIMARY KEY,
-    user_id TEXT,
-    phone_number TEXT,
-    question TEXT,
-    state TEXT NOT NULL,
-    request_id INTEGER,
-    sent_at REAL,
-    finished_at REAL,
-    result TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS rows_state ON rows (state);
-"""
+def check_final(state: str) -> None:
+    if state not in FINAL_STATES:
+        raise ValueError(f"{state!r} is not a final state")
 
 
-class SQLiteJournal:
-    """The default journal: one SQLite file, no server."""
+def open_journal(location: str, *, create: bool = True) -> Journal:
+    """Open the journal named on the command line.
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        try:
-            self._db = sqlite3.connect(path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"{path}: not a usable journal ({exc})") from None
-        version = self._meta("schema_version")
-        if version is None:
-            self._set_meta("schema_version", str(SCHEMA_VERSION))
-        elif int(version) > SCHEMA_VERSION:
-            raise JournalError(
-                f"{path} has journal schema {version}; this verif_client knows "
-                f"{SCHEMA_VERSION} and older: upgrade verif_client"
-            )
+    ``postgresql://user@host/db?job=NAME`` (or ``postgres://``) is a job in a
+    PostgreSQL database; anything else is a SQLite file path. ``create=False``
+    refuses a journal that does not exist yet.
+    """
+    # Imported here: the PostgreSQL backend needs the optional psycopg, and a
+    # SQLite user must not pay for importing it.
+    if location.startswith(("postgresql://", "postgres://")):
+        from ._journal_pg import PostgresJournal
 
-    def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        return PostgresJournal.open(location, create=create)
+    from ._journal_sqlite import SQLiteJournal
 
-    def _set_meta(self, key: str, value: str) -> None:
-        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
-
-    def is_loaded(self) -> bool:
-        return self._meta("input_digest") is not None
-
-    def input_digest(self) -> str | None:
-        return self._meta("input_digest")
-
-    def load(self, rows: Iterable[InputRow], input_digest: str) -> None:
-        with self._db:
-            self._db.execute("BEGIN")
-            for row in rows:
-                state = "invalid" if row.problem else "queued"
-                result = json.dumps({"reason": row.problem}) if row.problem else "{}"
-                self._db.execute(
-                    "INSERT INTO rows (line, user_id, phone_number, question, state, result,"
-                    " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        row.line,
-                        row.user_id,
-                        row.phone_number,
-                        row.question,
-                        state,
-                        result,
-                        time.time() if row.problem else None,
-                    ),
-                )
-            self._set_meta("input_digest", input_digest)
-
-    def recover(self, *, resend_unknown: bool) -> int:
-        """Rows caught in flight by a crash become ``unknown``; with
-        ``resend_unknown`` every unknown row is queued again. Returns how many
-        rows were found in flight."""
-        with self._db:
-            self._db.execute("BEGIN")
-            in_flight = self._db.execute(
-                "UPDATE rows SET state = 'unknown', finished_at = ?, result = ? "
-                "WHERE state = 'sending'",
-                (
-                    time.time(),
-                    json.dumps(
-                        {
-                            "reason": "the SMS request was in flight when the job stopped; "
-                            "it may or may not have been sent (rerun with --resend-unknown)"
-                        }
-                    ),
-                ),
-            ).rowcount
-            if resend_unknown:
-                self._db.execute(
-                    "UPDATE rows SET state = 'queued', finished_at = NULL, result = '{}' "
-                    "WHERE state = 'unknown'"
-                )
-        return in_flight
-
-    def _rows(self, where: str, *args: object) -> list[JobRow]:
-        cursor = self._db.execute(
-            "SELECT line, user_id, phone_number, question, state, request_id, sent_at, result "
-            f"FROM rows WHERE {where} ORDER BY line",
-            args,
-        )
-        return [
-            JobRow(line, user_id, phone, question, state, request_id, sent_at, json.loads(result))
-            for line, user_id, phone, question, state, request_id, sent_at, result in cursor
-        ]
-
-    def queued(self) -> list[JobRow]:
-        return self._rows("state = 'queued'")
-
-    def awaiting_answer(self) -> list[JobRow]:
-        return self._rows("state = 'sent'")
-
-    def mark_sending(self, line: int) -> None:
-        self._db.execute("UPDATE rows SET state = 'sending' WHERE line = ?", (line,))
-
-    def mark_sent(self, line: int, request_id: int) -> None:
-        self._db.execute(
-            "UPDATE rows SET state = 'sent', request_id = ?, sent_at = ? WHERE line = ?",
-            (request_id, time.time(), line),
-        )
-
-    def finish(self, line: int, state: str, result: Mapping[str, Any]) -> None:
-        if state not in FINAL_STATES:
-            raise ValueError(f"{state!r} is not a final state")
-        self._db.execute(
-            "UPDATE rows SET state = ?, result = ?, finished_at = ? WHERE line = ?",
-            (state, json.dumps(dict(result)), time.time(), line),
-        )
-
-    def row(self, line: int) -> JobRow:
-        return self._rows("line = ?", line)[0]
-
-    def finished(self) -> Iterator[JobRow]:
-        states = ", ".join(f"'{state}'" for state in sorted(FINAL_STATES))
-        yield from self._rows(f"state IN ({states})")
-
-    def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(ALL_STATES, 0)
-        for state, count in self._db.execute("SELECT state, COUNT(*) FROM rows GROUP BY state"):
-            counts[state] = count
-        return counts
-
-    def close(self) -> None:
-        self._db.close()
+    return SQLiteJournal(location, create=create)
 
 
-def open_journal(location: str) -> Journal:
-    """Open the journal named on the command line (a SQLite file path)."""
-    return SQLiteJournal(location)
+def __getattr__(name: str) -> Any:
+    # ``from verif_client._journal import SQLiteJournal`` predates the split
+    # into one module per backend; a lazy import avoids the import cycle.
+    if name == "SQLiteJournal":
+        from ._journal_sqlite import SQLiteJournal
+
+        return SQLiteJournal
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,8 +9,19 @@ are served in arrival order; a cancelled waiter only wastes its own slot.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import anyio
+
+
+class Limiter(Protocol):
+    """What the client calls before every HTTP request: return when it may go.
+
+    :class:`RateLimiter` limits one process; a bulk job spread over several
+    workers shares one in its journal (see ``Journal.rate_limiter``).
+    """
+
+    async def acquire(self) -> None: ...
 
 
 class RateLimiter:
