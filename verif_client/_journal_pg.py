@@ -251,11 +251,12 @@ class PostgresJournal:
     def _reap(self) -> int:
         """Rows whose worker died with the SMS in flight become ``unknown``."""
         return self._db.execute(
+            "WITH dead AS MATERIALIZED (SELECT line FROM verif_rows "
+            "  WHERE job = %(job)s AND state = 'sending' AND lease_expires < now() "
+            "  FOR UPDATE SKIP LOCKED) "
             "UPDATE verif_rows r SET state = 'unknown', finished_at = %(now)s, "
             "result = %(result)s, worker = NULL, lease_expires = NULL "
-            "FROM (SELECT line FROM verif_rows WHERE job = %(job)s AND state = 'sending' "
-            "      AND lease_expires < now() FOR UPDATE SKIP LOCKED) AS dead "
-            "WHERE r.job = %(job)s AND r.line = dead.line",
+            "FROM dead WHERE r.job = %(job)s AND r.line = dead.line",
             {
                 "job": self.job,
                 "now": time.time(),
@@ -279,12 +280,15 @@ class PostgresJournal:
             return []
         columns = ", ".join(f"r.{column}" for column in RECORD_COLUMNS.split(", "))
         cursor = self._db.execute(
+            # MATERIALIZED: a subquery with LIMIT inside UPDATE may be run
+            # again per joined row and so hand out more rows than asked for.
+            "WITH free AS MATERIALIZED (SELECT line FROM verif_rows "
+            "  WHERE job = %(job)s AND state = %(state)s "
+            "  AND (lease_expires IS NULL OR lease_expires < now()) "
+            "  AND worker IS DISTINCT FROM %(me)s "
+            "  ORDER BY line LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
             "UPDATE verif_rows r SET worker = %(me)s, lease_expires = now() + %(lease)s "
-            "FROM (SELECT line FROM verif_rows WHERE job = %(job)s AND state = %(state)s "
-            "      AND (lease_expires IS NULL OR lease_expires < now()) "
-            "      AND worker IS DISTINCT FROM %(me)s "
-            "      ORDER BY line LIMIT %(limit)s FOR UPDATE SKIP LOCKED) AS free "
-            f"WHERE r.job = %(job)s AND r.line = free.line RETURNING {columns}",
+            f"FROM free WHERE r.job = %(job)s AND r.line = free.line RETURNING {columns}",
             {
                 "job": self.job,
                 "me": self.worker,
