@@ -55,9 +55,15 @@ IIS_401 = b"""<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN"
 """
 
 
-def decode(binding: vc.Binding, op: vc.Operation, status: int, body: bytes, **kwargs: int) -> None:
-    codec = vc.codec_for(binding, **kwargs)  # type: ignore[arg-type]
-    codec.decode(op, status, asmx.headers(binding), body)
+def decode_result(
+    binding: vc.Binding, op: vc.Operation, body: bytes, status: int = 200, **options: int
+) -> object:
+    codec = vc.codec_for(binding, **options)  # type: ignore[arg-type]
+    return codec.decode(op, status, asmx.headers(binding), body)
+
+
+def decode(binding: vc.Binding, op: vc.Operation, status: int, body: bytes, **options: int) -> None:
+    decode_result(binding, op, body, status, **options)
 
 
 @by_operation
@@ -229,6 +235,48 @@ def test_values_outside_the_xsd_types_are_decode_errors(
 
     assert caught.value.element is not None
     assert caught.value.element.endswith(element)
+
+
+@pytest.mark.parametrize("digits", [4301, 20_000])
+@pytest.mark.parametrize("binding", ALL_BINDINGS)
+def test_absurdly_long_numbers_are_decode_errors(binding: vc.Binding, digits: int) -> None:
+    op = vc.get_operation("SecureLink_Confirmation_SendRequestViaSms")
+    content = f"<SecureLinkRequestId>{'1' * digits}</SecureLinkRequestId>"
+
+    with pytest.raises(vc.DecodeError):
+        decode(binding, op, 200, asmx.response(binding, op, content))
+
+
+@pytest.mark.parametrize("digits", ["١٢٣", "\uff11\uff12\uff13", "१२३"])
+@pytest.mark.parametrize("binding", ALL_BINDINGS)
+def test_only_ascii_digits_are_xsd_numbers(binding: vc.Binding, digits: str) -> None:
+    op = vc.get_operation("SecureLink_MobileLocation_GetResult")
+
+    for field in ("Latitude", "Distance"):
+        content = f"<LocationResult><{field}>{digits}</{field}></LocationResult>"
+        with pytest.raises(vc.DecodeError):
+            decode(binding, op, 200, asmx.response(binding, op, content))
+
+
+@pytest.mark.parametrize("binding", ALL_BINDINGS)
+def test_leading_zeros_do_not_count_against_the_long_range(binding: vc.Binding) -> None:
+    op = vc.get_operation("SecureLink_Confirmation_SendRequestViaSms")
+    content = f"<SecureLinkRequestId>{'0' * 5000}42</SecureLinkRequestId>"
+
+    result = decode_result(binding, op, asmx.response(binding, op, content))
+
+    assert result == vc.RequestResult(42, None)
+
+
+@pytest.mark.parametrize("binding", ALL_BINDINGS)
+def test_decode_error_shows_a_bounded_excerpt_of_a_huge_value(binding: vc.Binding) -> None:
+    op = vc.get_operation("RevokeMobileConsent")
+
+    with pytest.raises(vc.DecodeError) as caught:
+        decode(binding, op, 200, asmx.response(binding, op, "maybe" * 100_000))
+
+    assert "maybe" in str(caught.value)
+    assert len(str(caught.value)) < 300
 
 
 @pytest.mark.parametrize("binding", ALL_BINDINGS)
