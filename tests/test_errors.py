@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import asmx
 import pytest
 
@@ -122,54 +124,54 @@ def test_server_fault_is_not_a_client_fault(binding: vc.Binding) -> None:
     assert caught.value.detail is None
 
 
+class Refusal(NamedTuple):
+    status: int
+    body: bytes
+    error: type[vc.ResponseError]
+    shown: str
+
+
+REFUSALS = {
+    "asmx-text-500": Refusal(
+        500,
+        MISSING_PARAMETER,
+        vc.HTTPStatusError,
+        "System.InvalidOperationException: Missing parameter: RequestId.",
+    ),
+    # Served as text/xml, so the Content-Type must not be trusted.
+    "credentials-200": Refusal(
+        200, b"Error Message: Invalid API Credentials", vc.AuthenticationError, "Invalid API"
+    ),
+    "iis-401": Refusal(401, IIS_401, vc.AuthenticationError, "401 - Unauthorized: Access is"),
+    "empty-400": Refusal(400, b"", vc.HTTPStatusError, "HTTP 400"),
+}
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
 @pytest.mark.parametrize("binding", ALL_BINDINGS)
 @by_operation
-def test_asmx_plain_text_500_carries_the_first_line(
-    binding: vc.Binding, operation: vc.Operation
+def test_non_xml_refusals_become_the_matching_error(
+    binding: vc.Binding, operation: vc.Operation, refusal: str
 ) -> None:
-    with pytest.raises(vc.HTTPStatusError) as caught:
-        decode(binding, operation, 500, MISSING_PARAMETER)
+    expected = REFUSALS[refusal]
 
-    assert caught.value.status_code == 500
+    with pytest.raises(expected.error) as caught:
+        decode(binding, operation, expected.status, expected.body)
+
+    assert type(caught.value) is expected.error
+    assert caught.value.status_code == expected.status
+    assert expected.shown in str(caught.value)
+    assert "CoreProcessRequest" not in str(caught.value), "only the first line is carried"
+
+
+def test_http_status_error_carries_the_servers_first_line_as_sent() -> None:
+    with pytest.raises(vc.HTTPStatusError) as caught:
+        decode(vc.Binding.HTTP_GET, vc.OPERATIONS[1], 500, asmx.BOM + MISSING_PARAMETER)
+
     assert (
         caught.value.server_message
         == "System.InvalidOperationException: Missing parameter: RequestId."
     )
-    assert "CoreProcessRequest" not in str(caught.value)
-
-
-@pytest.mark.parametrize("binding", ALL_BINDINGS)
-@by_operation
-def test_invalid_credentials_body_at_200_is_an_authentication_error(
-    binding: vc.Binding, operation: vc.Operation
-) -> None:
-    # Served as text/xml, so the Content-Type must not be trusted.
-    with pytest.raises(vc.AuthenticationError) as caught:
-        decode(binding, operation, 200, b"Error Message: Invalid API Credentials")
-
-    assert caught.value.status_code == 200
-    assert "Invalid API Credentials" in str(caught.value)
-
-
-@pytest.mark.parametrize("binding", ALL_BINDINGS)
-@by_operation
-def test_iis_401_page_is_an_authentication_error(
-    binding: vc.Binding, operation: vc.Operation
-) -> None:
-    with pytest.raises(vc.AuthenticationError) as caught:
-        decode(binding, operation, 401, IIS_401)
-
-    assert caught.value.status_code == 401
-    assert "401 - Unauthorized" in str(caught.value)
-
-
-@pytest.mark.parametrize("binding", ALL_BINDINGS)
-def test_400_with_an_empty_body_is_an_http_status_error(binding: vc.Binding) -> None:
-    with pytest.raises(vc.HTTPStatusError) as caught:
-        decode(binding, vc.OPERATIONS[0], 400, b"")
-
-    assert caught.value.status_code == 400
-    assert caught.value.server_message == ""
 
 
 @pytest.mark.parametrize("binding", ALL_BINDINGS)
