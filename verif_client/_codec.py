@@ -297,4 +297,5 @@ def _read_record(record: Record, element: etree._Element, path: str) -> object:
     for field in record.fields:
         if field.required and values.get(field.attr) is None:
             raise DecodeError("required value is missing or nil", element=f"{path}/{field.element}")
-    return record.cls(**values)
+    # ASMX leaves null strings and records out entirely: an absent field is None.
+    return record.cls(**{field.attr: values.get(field.attr) for field in record.fields})
