@@ -23,6 +23,7 @@ from ._codec import (
     Codec,
     Credentials,
     HTTPRequest,
+    parse_binding,
 )
 from ._errors import (
     DeliveryUnknownError,
@@ -91,7 +92,7 @@ class VerificationClient:
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
         self.base_url = str(base_url).rstrip("/")
-        self.binding = Binding(binding)
+        self.binding = parse_binding(binding)
         self.namespace = namespace
         self.timeout = timeout
         self.max_connections = max_connections
@@ -226,7 +227,7 @@ class VerificationClient:
         """Like :meth:`call`, with the parameters as a mapping and an optional
         retry policy for this call only."""
         op = get_operation(operation)
-        chosen = self.binding if binding is None else Binding(binding)
+        chosen = self.binding if binding is None else parse_binding(binding)
         codec = self._codecs[chosen]
         request = codec.encode(op, params, credentials=self._credentials)
         return await self._exchange(op, chosen, codec, request, params, retry or self.retry)

@@ -44,6 +44,25 @@ class Binding(enum.StrEnum):
     def is_soap(self) -> bool:
         return self in (Binding.SOAP11, Binding.SOAP12)
 
+    @classmethod
+    def _missing_(cls, value: object) -> Binding | None:
+        # Accept the member names too ("SOAP11", "http_get"), as users type them.
+        if isinstance(value, str):
+            wanted = value.strip().lower().replace("_", "-")
+            for member in cls:
+                if wanted in (member.value, member.name.lower().replace("_", "-")):
+                    return member
+        return None
+
+
+def parse_binding(value: Binding | str) -> Binding:
+    """A Binding from itself, its value or its name; a clear ValueError otherwise."""
+    try:
+        return Binding(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in Binding)
+        raise ValueError(f"binding: {value!r} is not one of {choices}") from None
+
 
 def _check_credential(field: str, value: object, *, secret: bool) -> None:
     if not isinstance(value, str):
