@@ -297,4 +297,6 @@ def _read_record(record: Record, element: etree._Element, path: str) -> object:
     for field in record.fields:
         if field.required and values.get(field.attr) is None:
             raise DecodeError("required value is missing or nil", element=f"{path}/{field.element}")
+        # ASMX leaves null records and strings out: absent means None, not an error.
+        values.setdefault(field.attr, None)
     return record.cls(**values)
