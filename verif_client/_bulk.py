@@ -276,6 +276,7 @@ async def run_bulk(
     journal.recover(resend_unknown=options.resend_unknown)
     counts = journal.counts()
     progress = Progress(total=sum(counts.values()))
+    progress.states.update({state: counts[state] for state in FINAL_STATES})
     progress.finished = sum(counts[state] for state in FINAL_STATES)
     progress.sent = sum(counts[state] for state in ("sent", "verified", "declined", "not_verified"))
     output = rewrite_output(journal, output_path)
@@ -295,16 +296,18 @@ async def run_bulk(
                 run.watch(row.request_id, row.line, stream, options.deadline - (now - row.sent_at))
 
             async def sender() -> None:
-                limiter = anyio.CapacityLimiter(options.concurrency)
+                # A semaphore, not a CapacityLimiter: the slot is taken here and
+                # given back by the task that does the send.
+                slots = anyio.Semaphore(options.concurrency)
                 async with anyio.create_task_group() as tg:
                     for row in journal.queued():
-                        await limiter.acquire()
+                        await slots.acquire()
 
                         async def one(row: JobRow = row) -> None:
                             try:
                                 await run.send(row, stream)
                             finally:
-                                limiter.release()
+                                slots.release()
 
                         tg.start_soon(one)
                 stream.close_input()

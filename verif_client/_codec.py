@@ -23,6 +23,7 @@ from ._errors import (
     ResponseTooLargeError,
     excerpt,
 )
+from ._faults import find_fault, read_fault
 from ._operations import Operation, Record, ResultShape, get_operation
 
 DEFAULT_NAMESPACE: Final = "http://api.giact.com/verificationservices/v5"
@@ -244,6 +245,9 @@ class Codec:
             if len(body) > self.max_response_bytes:
                 raise ResponseTooLargeError(self.max_response_bytes)
             root = self._parse_answer(status, body)
+            fault = find_fault(root)
+            if fault is not None:
+                raise read_fault(fault, status)
             return self._read(op, status, root)
         except ResponseError as exc:
             exc.operation = op.name
