@@ -12,7 +12,7 @@ import pytest
 from _sim_helpers import EP, NS, SEND, VERIFIED, envelope, soap
 
 import verif_client as vc
-from verif_client.simulator import Simulator, serve, serve_in_thread
+from verif_client.simulator import Simulator, SimulatorConfig, serve, serve_in_thread
 from verif_client.simulator._main import build_parser, simulator_from_args
 
 SMS = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Ok?"}
@@ -85,36 +85,34 @@ async def test_keep_alive_and_close_after_a_500() -> None:
 
 @pytest.mark.anyio
 async def test_socket_drop_sends_nothing() -> None:
-    from verif_client.simulator import SimulatorConfig
-
-    async with serve(Simulator(config=SimulatorConfig(drop=1.0))) as server:
-        async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
-            await stream.send(f"GET {EP}/GetMobileConsentText HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-            with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
-                await stream.receive()
+    sim = Simulator(config=SimulatorConfig(drop=1.0))
+    async with serve(sim) as server, await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+        await stream.send(f"GET {EP}/GetMobileConsentText HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+            await stream.receive()
 
 
 @pytest.mark.anyio
 async def test_soap_faults_and_head_over_a_socket() -> None:
-    async with serve(Simulator(credentials=("user", "pass"))) as server:
-        async with httpx.AsyncClient(base_url=server.base_url) as http:
-            fault = await soap(http, SEND, SMS, action='"x"')
-            assert fault.status_code == 500
-            assert fault.headers["connection"] == "close"
-            assert b"soap:Client" in fault.content
-            creds = await soap(http, SEND, SMS, version="1.2", credentials=("user", "nope"))
-            assert creds.content == b"Error Message: Invalid API Credentials"
-            head = await http.head(f"{EP}?WSDL")
-            assert head.status_code == 200
-            assert head.content == b""
-            # ASMX's HTTP GET protocol takes GET only.
-            assert (await http.head(f"{EP}/GetMobileConsentText")).status_code == 500
-            malformed = await http.post(
-                EP,
-                headers={"Content-Type": "text/xml", "SOAPAction": f'"{NS}/{VERIFIED}"'},
-                content=envelope(VERIFIED, {"RequestId": "1"})[:-20],
-            )
-            assert (malformed.status_code, malformed.content) == (400, b"")
+    sim = Simulator(credentials=("user", "pass"))
+    async with serve(sim) as server, httpx.AsyncClient(base_url=server.base_url) as http:
+        fault = await soap(http, SEND, SMS, action='"x"')
+        assert fault.status_code == 500
+        assert fault.headers["connection"] == "close"
+        assert b"soap:Client" in fault.content
+        creds = await soap(http, SEND, SMS, version="1.2", credentials=("user", "nope"))
+        assert creds.content == b"Error Message: Invalid API Credentials"
+        head = await http.head(f"{EP}?WSDL")
+        assert head.status_code == 200
+        assert head.content == b""
+        # ASMX's HTTP GET protocol takes GET only.
+        assert (await http.head(f"{EP}/GetMobileConsentText")).status_code == 500
+        malformed = await http.post(
+            EP,
+            headers={"Content-Type": "text/xml", "SOAPAction": f'"{NS}/{VERIFIED}"'},
+            content=envelope(VERIFIED, {"RequestId": "1"})[:-20],
+        )
+        assert (malformed.status_code, malformed.content) == (400, b"")
 
 
 def test_serve_in_thread_for_synchronous_callers() -> None:

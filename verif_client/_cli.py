@@ -22,6 +22,7 @@ from ._errors import VerifClientError
 from ._journal import FINAL_STATES, JournalError, open_journal
 from ._operations import OPERATIONS, get_operation
 from ._progress import ProgressDisplay
+from .simulator import _main as simulator_main
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -81,9 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("params", nargs="*", metavar="Name=value")
     _connection_args(call)
 
-    simulate = commands.add_parser("simulate", help="serve the simulator on a port")
-    simulate.add_argument("--host", default="127.0.0.1")
-    simulate.add_argument("--port", type=int, default=8765)
+    simulate = commands.add_parser(
+        "simulate", help="serve the simulator on a port", description=simulator_main.DESCRIPTION
+    )
+    simulator_main.add_arguments(simulate)
 
     bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
         dest="bulk_command", required=True
@@ -209,15 +211,9 @@ def _bulk_status(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .simulator import Simulator, serve
-
-    async def forever() -> None:
-        async with serve(Simulator(), host=args.host, port=args.port) as server:
-            print(f"simulator serving {server.base_url}", flush=True)
-            await anyio.sleep_forever()
-
+    simulator = simulator_main.simulator_from_args(args)
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(forever)
+        anyio.run(simulator_main.run, simulator, args.host, args.port)
     return 0
 
 

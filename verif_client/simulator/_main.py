@@ -12,14 +12,17 @@ from ._config import Script, SimulatorConfig
 from ._server import serve
 from ._simulator import Simulator
 
+DESCRIPTION = "Serve a simulated GIACT VerificationServices v5 endpoint (all four bindings, ?WSDL)."
+
 
 def build_parser(prog: str = "python -m verif_client.simulator") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description=(
-            "Serve a simulated GIACT VerificationServices v5 endpoint (all four bindings, ?WSDL)."
-        ),
-    )
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The simulator's options, shared with ``verif-client simulate``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any)")
     parser.add_argument("--username", help="required SOAP ApiUsername (default: accept any)")
@@ -39,7 +42,6 @@ def build_parser(prog: str = "python -m verif_client.simulator") -> argparse.Arg
     parser.add_argument("--drop", type=float, default=0.0, help="fraction of connections dropped")
     parser.add_argument("--malformed", type=float, default=0.0, help="fraction of broken answers")
     parser.add_argument("--seed", type=int, default=None, help="seed of the random faults")
-    return parser
 
 
 def simulator_from_args(args: argparse.Namespace) -> Simulator:

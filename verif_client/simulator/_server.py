@@ -11,9 +11,9 @@ testing, not for the internet.
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import asynccontextmanager, contextmanager
+from http import HTTPStatus
 from typing import Any, Final
 from urllib.parse import unquote_to_bytes
 
