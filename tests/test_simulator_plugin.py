@@ -8,6 +8,7 @@ import sys
 import httpx
 import pytest
 
+import verif_client as vc
 from verif_client.simulator import Simulator
 
 pytestmark = pytest.mark.anyio
@@ -25,6 +26,15 @@ async def test_fixtures_give_a_fresh_simulator_and_its_transport(
         )
     assert response.status_code == 200
     assert [req.operation for req in verif_simulator.requests] == ["GetMobileConsentText"]
+
+
+async def test_the_client_fixture_talks_to_the_simulator_fixture(
+    verif_simulator: Simulator, verif_client: vc.VerificationClient
+) -> None:
+    sent = await verif_client.send_confirmation_sms("5551234567", "Did you ask to pay?")
+    verif_simulator.verify(sent.request_id)
+    assert (await verif_client.has_been_verified(sent.request_id)).verified is True
+    assert len(verif_simulator.calls("SecureLink_Confirmation_SendRequestViaSms")) == 1
 
 
 def test_importing_the_client_does_not_import_the_simulator() -> None:
