@@ -82,3 +82,8 @@ def test_utf8_bom_and_blank_lines_are_tolerated() -> None:
 @pytest.mark.parametrize("text", ["", "phone_number\n"])
 def test_empty_inputs_yield_no_rows(text: str) -> None:
     assert rows(text) == {}
+
+
+def test_digits_of_other_scripts_are_not_phone_digits() -> None:
+    read = rows("phone_number\n\u0665\u0665\u0665\u0661\u0662\u0663\u0664\u0665\u0666\u0667\n")
+    assert "ASCII digits" in (read[2].problem or "")

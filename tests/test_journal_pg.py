@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 
@@ -10,8 +11,6 @@ import pytest
 from verif_client._journal import InputRow, JournalError, open_journal
 
 psycopg = pytest.importorskip("psycopg")
-import itertools
-
 from verif_client._journal_pg import (  # noqa: E402  (needs psycopg)
     SCHEMA_VERSION,
     PostgresJournal,

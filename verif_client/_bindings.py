@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._codec import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_NAMESPACE, ENDPOINT_PATH, Binding, Codec
+from ._codec import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_NAMESPACE,
+    ENDPOINT_PATH,
+    Binding,
+    Codec,
+    parse_binding,
+)
 from ._http import HttpGetCodec, HttpPostCodec
 from ._soap import Soap11Codec, Soap12Codec
 
@@ -25,7 +32,7 @@ def codec_for(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> Codec:
     """The sans-IO codec of a binding (``Binding.SOAP11`` or its value ``"soap11"``)."""
-    return _CODECS[Binding(binding)](
+    return _CODECS[parse_binding(binding)](
         namespace=namespace,
         endpoint_path=endpoint_path,
         validate=validate,

@@ -362,6 +362,7 @@ async def run_bulk(
     await db(functools.partial(journal.recover, resend_unknown=options.resend_unknown))
     counts = await db(journal.counts)
     progress = Progress(total=sum(counts.values()))
+    progress.states.update({state: counts[state] for state in FINAL_STATES})
     progress.finished = sum(counts[state] for state in FINAL_STATES)
     progress.sent = sum(counts[state] for state in ("sent", "verified", "declined", "not_verified"))
     output = await db(rewrite_output, journal, output_path)

@@ -23,6 +23,7 @@ from ._codec import (
     Codec,
     Credentials,
     HTTPRequest,
+    parse_binding,
 )
 from ._errors import (
     DeliveryUnknownError,
@@ -94,7 +95,7 @@ class VerificationClient:
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
         self.base_url = str(base_url).rstrip("/")
-        self.binding = Binding(binding)
+        self.binding = parse_binding(binding)
         self.namespace = namespace
         self.timeout = timeout
         self.max_connections = max_connections
@@ -229,7 +230,7 @@ class VerificationClient:
         """Like :meth:`call`, with the parameters as a mapping and an optional
         retry policy for this call only."""
         op = get_operation(operation)
-        chosen = self.binding if binding is None else Binding(binding)
+        chosen = self.binding if binding is None else parse_binding(binding)
         codec = self._codecs[chosen]
         request = codec.encode(op, params, credentials=self._credentials)
         return await self._exchange(op, chosen, codec, request, params, retry or self.retry)
@@ -240,19 +241,23 @@ class VerificationClient:
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> VerificationOutcome:
         """Poll HasBeenVerified for one id until it settles (see :class:`PollPolicy`)."""
-        async with self.poll_verifications([request_id], policy=policy) as outcomes:
-            async for outcome in outcomes:
-                assert isinstance(outcome, VerificationOutcome)
-                return outcome
-        raise AssertionError("a poll run ended without an outcome")  # pragma: no cover
+        outcome = await self._wait_one(_polling.VERIFICATION, request_id, policy)
+        assert isinstance(outcome, VerificationOutcome)
+        return outcome
 
     async def wait_for_location(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> LocationOutcome:
         """Poll MobileLocation_GetResult for one id until it settles."""
-        async with self.poll_locations([request_id], policy=policy) as outcomes:
+        outcome = await self._wait_one(_polling.LOCATION, request_id, policy)
+        assert isinstance(outcome, LocationOutcome)
+        return outcome
+
+    async def _wait_one(
+        self, kind: _polling._Kind, request_id: int, policy: PollPolicy
+    ) -> VerificationOutcome | LocationOutcome:
+        async with self._poll((kind,), [request_id], policy, 1, False) as outcomes:
             async for outcome in outcomes:
-                assert isinstance(outcome, LocationOutcome)
                 return outcome
         raise AssertionError("a poll run ended without an outcome")  # pragma: no cover
 

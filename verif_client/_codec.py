@@ -23,6 +23,7 @@ from ._errors import (
     ResponseTooLargeError,
     excerpt,
 )
+from ._faults import find_fault, read_fault
 from ._operations import Operation, Record, ResultShape, get_operation
 
 DEFAULT_NAMESPACE: Final = "http://api.giact.com/verificationservices/v5"
@@ -43,6 +44,25 @@ class Binding(enum.StrEnum):
     @property
     def is_soap(self) -> bool:
         return self in (Binding.SOAP11, Binding.SOAP12)
+
+    @classmethod
+    def _missing_(cls, value: object) -> Binding | None:
+        # Accept the member names too ("SOAP11", "http_get"), as users type them.
+        if isinstance(value, str):
+            wanted = value.strip().lower().replace("_", "-")
+            for member in cls:
+                if wanted in (member.value, member.name.lower().replace("_", "-")):
+                    return member
+        return None
+
+
+def parse_binding(value: Binding | str) -> Binding:
+    """A Binding from itself, its value or its name; a clear ValueError otherwise."""
+    try:
+        return Binding(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in Binding)
+        raise ValueError(f"binding: {value!r} is not one of {choices}") from None
 
 
 def _check_credential(field: str, value: object, *, secret: bool) -> None:
@@ -225,6 +245,9 @@ class Codec:
             if len(body) > self.max_response_bytes:
                 raise ResponseTooLargeError(self.max_response_bytes)
             root = self._parse_answer(status, body)
+            fault = find_fault(root)
+            if fault is not None:
+                raise read_fault(fault, status)
             return self._read(op, status, root)
         except ResponseError as exc:
             exc.operation = op.name
@@ -297,4 +320,5 @@ def _read_record(record: Record, element: etree._Element, path: str) -> object:
     for field in record.fields:
         if field.required and values.get(field.attr) is None:
             raise DecodeError("required value is missing or nil", element=f"{path}/{field.element}")
-    return record.cls(**values)
+    # ASMX leaves null strings and records out entirely: an absent field is None.
+    return record.cls(**{field.attr: values.get(field.attr) for field in record.fields})

@@ -22,12 +22,12 @@ from ._xsd import XsdType
 ServiceRule = Callable[[object], "str | None"]
 """Returns a description of what is wrong with a value, or None when it is fine."""
 
-_PHONE = re.compile(r"\d{7,15}")
+_PHONE = re.compile(r"[0-9]{7,15}")
 
 
 def _phone_rule(value: object) -> str | None:
     if isinstance(value, str) and not _PHONE.fullmatch(value):
-        return "must be 7 to 15 digits (\\d{7,15})"
+        return "must be 7 to 15 ASCII digits"
     return None
 
 

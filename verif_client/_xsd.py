@@ -20,8 +20,12 @@ INT_MAX: Final = 2**31 - 1
 
 # Characters XML 1.0 allows; anything else cannot be carried in a document.
 _NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_DOUBLE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_INTEGER = re.compile(r"[+-]?\d+")
+# ASCII digits only: Python's \d and int()/float() also accept other scripts' digits.
+_DOUBLE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+# Significant digits of the largest xsd:long; more can only be out of range.
+_LONG_DIGITS = 19
+_SHOWN = 40
 _XML_WS = " \t\r\n"
 
 
@@ -57,13 +61,23 @@ def _format_string(value: object) -> str:
     return value
 
 
+def _shown(text: str) -> str:
+    """A wire value for an error message, cut short: answers can be megabytes."""
+    return repr(text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "\u2026")
+
+
 def _parse_integer(text: str, low: int, high: int, name: str) -> int:
     token = text.strip(_XML_WS)
     if not _INTEGER.fullmatch(token):
-        raise LexicalError(f"{text!r} is not an xsd:{name}")
-    number = int(token)
+        raise LexicalError(f"{_shown(text)} is not an xsd:{name}")
+    # int() raises a plain ValueError past 4300 digits, leading zeros included, so
+    # they go first; more significant digits than a long has are out of range anyway.
+    significant = token.lstrip("+-").lstrip("0") or "0"
+    if len(significant) > _LONG_DIGITS:
+        raise LexicalError(f"{_shown(token)} is outside the xsd:{name} range")
+    number = -int(significant) if token.startswith("-") else int(significant)
     if not low <= number <= high:
-        raise LexicalError(f"{token} is outside the xsd:{name} range")
+        raise LexicalError(f"{number} is outside the xsd:{name} range")
     return number
 
 
@@ -86,7 +100,7 @@ def _parse_boolean(text: str) -> bool:
         return True
     if token in ("false", "0"):
         return False
-    raise LexicalError(f"{text!r} is not an xsd:boolean")
+    raise LexicalError(f"{_shown(text)} is not an xsd:boolean")
 
 
 def _format_boolean(value: object) -> str:
@@ -107,7 +121,7 @@ def _parse_double(text: str) -> float:
     if special is not None:
         return special
     if not _DOUBLE.fullmatch(token):
-        raise LexicalError(f"{text!r} is not an xsd:double")
+        raise LexicalError(f"{_shown(text)} is not an xsd:double")
     return float(token)
 
 

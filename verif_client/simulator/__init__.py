@@ -1,0 +1,26 @@
+"""A local imitation of the VerificationServices v5 service, for tests and demos.
+
+``Simulator`` is an ASGI 3 app: use it in-process through
+``httpx.ASGITransport(app=simulator)``, or on a port with ``serve()`` /
+``serve_in_thread()`` / ``python -m verif_client.simulator``. Importing
+``verif_client`` does not import this package.
+"""
+
+from ._config import DEFAULT_CONSENT_TEXT, DEFAULT_LOCATION, Script, SimulatorConfig
+from ._server import ConnectionDropped, Server, serve, serve_in_thread
+from ._simulator import LoggedRequest, Simulator
+from ._state import SecureLinkRequest
+
+__all__ = [
+    "DEFAULT_CONSENT_TEXT",
+    "DEFAULT_LOCATION",
+    "ConnectionDropped",
+    "LoggedRequest",
+    "Script",
+    "SecureLinkRequest",
+    "Server",
+    "Simulator",
+    "SimulatorConfig",
+    "serve",
+    "serve_in_thread",
+]

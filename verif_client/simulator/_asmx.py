@@ -1,0 +1,412 @@
+"""Reading a request the way ASMX does: routing, binding, parameters, credentials.
+
+``AsmxEndpoint.parse`` turns a raw request into a :class:`Call` (the operation
+and its converted parameters) or into the error answer ASMX would give, in the
+order ASMX checks things. ``AsmxEndpoint.execute`` runs a parsed call against
+the service state and writes the answer. Everything is driven by the
+operation table; nothing here knows a particular operation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+from urllib.parse import parse_qsl
+
+import attrs
+from lxml import etree
+
+from .. import _xml, _xsd
+from .._operations import OPERATIONS, Operation, Param
+from . import _responses as r
+from ._state import ServiceState
+from ._wire import SOAP_ENVELOPES, bare_response, soap_fault, soap_response
+from ._wsdl import SERVICE_NAME, wsdl_document
+
+FORM: Final = "application/x-www-form-urlencoded"
+_DANGEROUS: Final = re.compile(r"<[A-Za-z!/?]|&#")
+_INT64: Final = re.compile(r"[ \t\r\n]*[+-]?[0-9]+[ \t\r\n]*")
+_ACTION_PARAM: Final = re.compile(r';\s*action\s*=\s*"?([^";]*)"?', re.IGNORECASE)
+_CLR_NAMES: Final = {"long": "System.Int64", "int": "System.Int32", "string": "System.String"}
+
+
+@attrs.frozen(slots=True)
+class Request:
+    """What the ASGI layer read: method, decoded path, raw query, headers, body."""
+
+    method: str
+    path: str
+    query: bytes
+    headers: Mapping[str, str]  # lower-cased names
+    body: bytes
+    host: str
+    scheme: str = "http"
+
+
+@attrs.frozen(slots=True)
+class Call:
+    """One operation call as read from the wire, or the error answer instead."""
+
+    binding: str
+    operation: Operation | None = None
+    params: Mapping[str, str] = attrs.field(factory=dict)
+    values: Mapping[str, object] = attrs.field(factory=dict)
+    credentials_present: bool = False
+    username: str | None = None
+    soap_action: str | None = None
+    content_type: str | None = None
+    error: r.Response | None = None
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _strip_quotes(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+class _SoapError(Exception):
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class AsmxEndpoint:
+    def __init__(
+        self,
+        state: ServiceState,
+        *,
+        namespace: str,
+        endpoint_path: str,
+        credentials: tuple[str, str] | None,
+        credential_failure: str = "message",
+    ) -> None:
+        self.state = state
+        self.credential_failure = credential_failure
+        self.namespace = namespace
+        self.endpoint_path = endpoint_path.rstrip("/")
+        self.credentials = credentials
+        separator = "" if namespace.endswith("/") else "/"
+        self._by_action = {f"{namespace}{separator}{op.name}": op for op in OPERATIONS}
+        self._by_lower_name = {op.name.lower(): op for op in OPERATIONS}
+
+    # -- routing --------------------------------------------------------------
+
+    def route(self, request: Request) -> r.Response | Call:
+        """An immediate answer (WSDL, help, 404) or a call to the service."""
+        path = request.path.lower()
+        endpoint = self.endpoint_path.lower()
+        if path in (endpoint, endpoint + "/"):
+            if request.method in ("GET", "HEAD"):
+                keys = {
+                    key.lower()
+                    for key, _ in parse_qsl(request.query.decode("latin-1"), keep_blank_values=True)
+                }
+                if "wsdl" in keys:
+                    location = f"{request.scheme}://{request.host}{request.path}"
+                    return r.Response(200, r.XML_UTF8, wsdl_document(self.namespace, location))
+                return r.help_page(SERVICE_NAME, [op.name for op in OPERATIONS])
+            if request.method == "POST":
+                return self._soap_call(request)
+        elif path.startswith(endpoint + "/"):
+            name = request.path[len(self.endpoint_path) + 1 :]
+            op = self._by_lower_name.get(name.lower())
+            if op is not None and request.method in ("GET", "POST"):
+                return self._form_call(request, op)
+            return Call(
+                binding="http-get" if request.method == "GET" else "http-post",
+                error=r.asmx_error(
+                    "System.InvalidOperationException: Request format is unrecognized for URL "
+                    f"unexpectedly ending in '/{name}'.",
+                    *r.GET_HANDLER,
+                ),
+            )
+        else:
+            return r.not_found()
+        return Call(
+            binding="unknown",
+            error=r.asmx_error(
+                "System.InvalidOperationException: Request format is unrecognized.",
+                *r.GET_HANDLER,
+            ),
+        )
+
+    # -- HTTP GET / POST ------------------------------------------------------
+
+    def _form_call(self, request: Request, op: Operation) -> Call:
+        binding = "http-get" if request.method == "GET" else "http-post"
+        content_type = request.headers.get("content-type")
+        source: str
+        if binding == "http-post":
+            if op.params and _media_type(content_type) != FORM:
+                return Call(
+                    binding,
+                    op,
+                    content_type=content_type,
+                    error=r.asmx_error(
+                        "System.InvalidOperationException: Request format is invalid: "
+                        f"{content_type or ''}.",
+                        *r.READ_PARAMETERS,
+                    ),
+                )
+            raw = request.body if _media_type(content_type) == FORM else b""
+            source = "Request.Form"
+        else:
+            raw = request.query
+            source = "Request.QueryString"
+        received: dict[str, str] = {}
+        # ASP.NET's collections are case-insensitive and join repeated names with commas.
+        by_lower: dict[str, str] = {}
+        for key, value in parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True):
+            first = by_lower.setdefault(key.lower(), key)
+            received[first] = f"{received[first]},{value}" if first in received else value
+        credentials_present = "authorization" in request.headers or any(
+            key in by_lower for key in ("apiusername", "apipassword")
+        )
+        call = Call(
+            binding,
+            op,
+            params=received,
+            credentials_present=credentials_present,
+            content_type=content_type,
+        )
+        values: dict[str, object] = {}
+        for param in op.params:
+            found = by_lower.get(param.name.lower())
+            text = received.get(found) if found is not None else None
+            error = self._form_value(param, text, source, binding, values)
+            if error is not None:
+                return attrs.evolve(call, error=error)
+        return attrs.evolve(call, values=values)
+
+    @staticmethod
+    def _form_value(
+        param: Param, text: str | None, source: str, binding: str, values: dict[str, object]
+    ) -> r.Response | None:
+        reader = r.PARAMETER_READERS[binding]
+        if text is not None:
+            match = _DANGEROUS.search(text)
+            if match:
+                return r.asmx_error(
+                    "System.Web.HttpRequestValidationException (0x80004005): A potentially "
+                    f"dangerous {source} value was detected from the client "
+                    f"({_validation_excerpt(param.name, text, match.start())}).",
+                    "System.Web.HttpRequest.ValidateString(String value, String collectionKey, "
+                    "RequestValidationSource requestCollection)",
+                    f"System.Web.HttpRequest.get_{source.split('.')[1]}()",
+                    reader,
+                    *r.READ_PARAMETERS,
+                )
+        if text is None:
+            return r.asmx_error(
+                f"System.InvalidOperationException: Missing parameter: {param.name}.",
+                "System.Web.Services.Protocols.ValueCollectionParameterReader.Read("
+                "NameValueCollection collection)",
+                reader,
+                *r.READ_PARAMETERS,
+            )
+        try:
+            values[param.attr] = _convert(param.type, text)
+        except _xsd.LexicalError:
+            clr = _CLR_NAMES.get(param.type.name, param.type.name)
+            return r.asmx_error(
+                f"System.ArgumentException: Cannot convert {text} to {clr}.\r\n"
+                "Parameter name: type ---> System.FormatException: Input string was not in a "
+                "correct format.",
+                "System.Web.Services.Protocols.ScalarFormatter.FromString(String value, Type type)",
+                "System.Web.Services.Protocols.ValueCollectionParameterReader.Read("
+                "NameValueCollection collection)",
+                reader,
+                *r.READ_PARAMETERS,
+            )
+        return None
+
+    # -- SOAP -----------------------------------------------------------------
+
+    def _soap_call(self, request: Request) -> Call:
+        content_type = request.headers.get("content-type")
+        media = _media_type(content_type)
+        soap_action = request.headers.get("soapaction")
+        if media == "text/xml":
+            binding = "soap11"
+        elif media == "application/soap+xml":
+            binding = "soap12"
+        else:
+            return Call(
+                "unknown",
+                soap_action=soap_action,
+                content_type=content_type,
+                error=r.asmx_error(
+                    "System.InvalidOperationException: Request format is invalid: "
+                    f"{content_type or ''}.",
+                    *r.READ_PARAMETERS,
+                ),
+            )
+        call = Call(binding, soap_action=soap_action, content_type=content_type)
+        try:
+            return self._read_envelope(request, call)
+        except _SoapError as exc:
+            return attrs.evolve(call, error=self._fault(binding, exc.code, exc.reason))
+
+    def _fault(self, binding: str, code: str, reason: str) -> r.Response:
+        content_type = r.XML_UTF8 if binding == "soap11" else r.SOAP12_UTF8
+        return r.Response(500, content_type, soap_fault(binding, code, reason))
+
+    def _action_operation(self, action: str) -> Operation:
+        op = self._by_action.get(action)
+        if op is None:
+            raise _SoapError(
+                "Client", f"Server did not recognize the value of HTTP Header SOAPAction: {action}."
+            )
+        return op
+
+    def _read_envelope(self, request: Request, call: Call) -> Call:
+        binding = call.binding
+        op: Operation | None = None
+        if binding == "soap11":
+            # ASMX routes SOAP 1.1 on the header before it reads a byte of the body.
+            op = self._action_operation(_strip_quotes(call.soap_action or ""))
+        else:
+            action = _ACTION_PARAM.search(call.content_type or "")
+            if action and action.group(1):
+                op = self._action_operation(action.group(1))
+        try:
+            root = _xml.parse(request.body)
+        except _xml.XmlRejected:
+            return attrs.evolve(call, operation=op, error=r.Response(400, None, b""))
+        expected_env = SOAP_ENVELOPES[binding]
+        if etree.QName(root).namespace != expected_env or _xml.local_name(root.tag) != "Envelope":
+            raise _SoapError(
+                "VersionMismatch",
+                f"Possible SOAP version mismatch: Envelope namespace "
+                f"{etree.QName(root).namespace} was unexpected. Expecting {expected_env}.",
+            )
+        header = _xml.child(root, "Header")
+        auth = None
+        if header is not None:
+            auth = next(
+                (
+                    node
+                    for node in header
+                    if node.tag == f"{{{self.namespace}}}AuthenticationHeader"
+                ),
+                None,
+            )
+        username = password = None
+        if auth is not None:
+            username = self._text(auth, "ApiUsername")
+            password = self._text(auth, "ApiPassword")
+        body = _xml.child(root, "Body")
+        element = _xml.first_element_child(body) if body is not None else None
+        if op is None:
+            if element is not None and etree.QName(element).namespace == self.namespace:
+                op = self._by_lower_name.get(_xml.local_name(element.tag).lower())
+                if op is not None and op.name != _xml.local_name(element.tag):
+                    op = None
+            if op is None:
+                raise _SoapError(
+                    "Client",
+                    "Unable to handle request without a valid action parameter. "
+                    "Please supply a valid soap action.",
+                )
+        call = attrs.evolve(
+            call, operation=op, credentials_present=auth is not None, username=username
+        )
+        if element is None or element.tag != f"{{{self.namespace}}}{op.name}":
+            found = (
+                f"<{_xml.local_name(element.tag)} xmlns='{etree.QName(element).namespace or ''}'>"
+                if element is not None
+                else "The Body element"
+            )
+            raise _SoapError("Client", self._unreadable(element, f"{found} was not expected."))
+        received: dict[str, str] = {}
+        nodes: dict[str, etree._Element] = {}
+        for node in element:
+            # XmlSerializer skips elements outside the service namespace: they stay null.
+            if isinstance(node.tag, str) and etree.QName(node).namespace == self.namespace:
+                name = _xml.local_name(node.tag)
+                received[name] = _xml.text_of(node)
+                nodes[name] = node
+        values: dict[str, object] = {}
+        for param in op.params:
+            given = nodes.get(param.name)
+            if given is None or _xml.is_nil(given):
+                values[param.attr] = None if param.type is _xsd.STRING else 0
+                continue
+            try:
+                values[param.attr] = _convert(param.type, received[param.name])
+            except _xsd.LexicalError:
+                raise _SoapError(
+                    "Client",
+                    self._unreadable(given, "Input string was not in a correct format."),
+                ) from None
+        call = attrs.evolve(call, params=received, values=values)
+        if self.credentials is not None and (username, password) != self.credentials:
+            failure = (
+                r.unauthorized()
+                if self.credential_failure == "http-401"
+                else r.invalid_credentials()
+            )
+            return attrs.evolve(call, error=failure)
+        return call
+
+    @staticmethod
+    def _text(parent: etree._Element, name: str) -> str | None:
+        node = _xml.child(parent, name)
+        return None if node is None else _xml.text_of(node)
+
+    @staticmethod
+    def _unreadable(node: etree._Element | None, inner: str) -> str:
+        line = node.sourceline if node is not None and node.sourceline else 1
+        return (
+            "Server was unable to read request. ---> There is an error in XML document "
+            f"({line}, 1). ---> {inner}"
+        )
+
+    # -- running a call ---------------------------------------------------------
+
+    def execute(self, call: Call) -> r.Response:
+        assert call.operation is not None
+        assert call.error is None
+        op = call.operation
+        handler = getattr(self.state, op.method)
+        value = handler(**call.values)
+        if call.binding in SOAP_ENVELOPES:
+            content_type = r.XML_UTF8 if call.binding == "soap11" else r.SOAP12_UTF8
+            return r.Response(
+                200, content_type, soap_response(op, value, self.namespace, call.binding)
+            )
+        return r.Response(200, r.XML_UTF8, bare_response(op, value, self.namespace))
+
+
+def _convert(xsd: _xsd.XsdType, text: str) -> object:
+    """A parameter's text as .NET converts it (Int64.Parse trims XML whitespace)."""
+    if xsd is _xsd.STRING:
+        return text
+    if xsd is _xsd.LONG or xsd is _xsd.INT:
+        if not _INT64.fullmatch(text):
+            raise _xsd.LexicalError(text)
+        number = int(text.strip())
+        low, high = (
+            (_xsd.LONG_MIN, _xsd.LONG_MAX) if xsd is _xsd.LONG else (_xsd.INT_MIN, _xsd.INT_MAX)
+        )
+        if not low <= number <= high:
+            raise _xsd.LexicalError(text)
+        return number
+    return xsd.parse(text)
+
+
+def _validation_excerpt(name: str, value: str, index: int) -> str:
+    """ASP.NET's excerpt of a refused value: up to 10 characters before, 20 after."""
+    start = max(index - 10, 0)
+    end = index + 20
+    prefix = "..." if start > 0 else ""
+    if end >= len(value):
+        return f'{name}="{prefix}{value[start:]}"'
+    return f'{name}="{prefix}{value[start:end]}..."'
