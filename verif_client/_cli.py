@@ -15,17 +15,20 @@ import anyio
 import attrs
 
 from . import _xsd
-from ._bulk import BulkOptions, load_input, run_bulk
+from ._bulk import BulkOptions, load_input, run_bulk, write_output
 from ._client import VerificationClient
 from ._codec import Binding
 from ._errors import VerifClientError
-from ._journal import FINAL_STATES, JournalError, open_journal
+from ._journal import FINAL_STATES, Journal, JournalError, open_journal
 from ._operations import OPERATIONS, get_operation
 from ._progress import ProgressDisplay
 from .simulator import _main as simulator_main
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+_JOURNAL_HELP = "a SQLite file, or postgresql://user@host/db?job=NAME shared by many workers"
 
 
 class UsageError(Exception):
@@ -93,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = bulk.add_parser("run", help="send, poll and record a CSV of phone numbers")
     run.add_argument("--input", help="CSV with phone_number[,question][,id]")
     run.add_argument("--question", help="the yes/no question, unless the row has its own")
-    run.add_argument("--journal", required=True, help="journal file (created if missing)")
+    run.add_argument("--journal", required=True, help=_JOURNAL_HELP + " (created if missing)")
     run.add_argument("--output", required=True, help="JSON lines, one per input row")
     run.add_argument("--location", action="store_true", help="also wait for each location")
     run.add_argument("--concurrency", type=_positive_int, default=50)
@@ -106,7 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     _connection_args(run)
 
     status = bulk.add_parser("status", help="counts of a journal's rows by state")
-    status.add_argument("--journal", required=True)
+    status.add_argument("--journal", required=True, help=_JOURNAL_HELP)
+
+    export = bulk.add_parser(
+        "export", help="write the finished rows of a journal, one JSON line each"
+    )
+    export.add_argument("--journal", required=True, help=_JOURNAL_HELP)
+    export.add_argument("--output", required=True, help="JSON lines, one per finished row")
 
     demo = commands.add_parser("demo", help="a bulk job against the in-process simulator")
     demo.add_argument("--rows", type=_positive_int, default=1000)
@@ -114,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _client(args: argparse.Namespace) -> VerificationClient:
+def _client(args: argparse.Namespace, journal: Journal | None = None) -> VerificationClient:
+    """The client the flags describe; with a journal, ``--rate`` is the whole
+    job's, shared by every worker of the job."""
     if not args.base_url:
         raise UsageError("no service address: give --base-url or set VERIF_BASE_URL")
     password = os.environ.get("VERIF_API_PASSWORD")
@@ -130,7 +141,8 @@ def _client(args: argparse.Namespace) -> VerificationClient:
         password=password,
         binding=binding,
         timeout=args.timeout,
-        rate_limit=args.rate,
+        rate_limit=args.rate if journal is None else None,
+        rate_limiter=journal.rate_limiter(args.rate) if journal is not None and args.rate else None,
     )
 
 
@@ -175,7 +187,7 @@ async def _bulk_run(args: argparse.Namespace) -> int:
             deadline=args.deadline,
             resend_unknown=args.resend_unknown,
         )
-        client = _client(args)
+        client = _client(args, journal)
         if args.input:
             data = await anyio.Path(args.input).read_bytes()
             load_input(journal, data, options, client.binding)
@@ -200,13 +212,23 @@ def print_counts(counts: dict[str, int]) -> None:
 
 
 def _bulk_status(args: argparse.Namespace) -> int:
-    if not os.path.exists(args.journal):
-        raise UsageError(f"{args.journal}: no such journal")
-    journal = open_journal(args.journal)
+    journal = open_journal(args.journal, create=False)
     try:
         print_counts(journal.counts())
     finally:
         journal.close()
+    return 0
+
+
+def _bulk_export(args: argparse.Namespace) -> int:
+    journal = open_journal(args.journal, create=False)
+    try:
+        write_output(journal, args.output)
+        counts = journal.counts()
+    finally:
+        journal.close()
+    finished = sum(counts[state] for state in FINAL_STATES)
+    print(f"{finished} of {sum(counts.values())} rows finished, written to {args.output}")
     return 0
 
 
@@ -230,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(rows=args.rows, keep=args.keep)
         if args.bulk_command == "run":
             return anyio.run(_bulk_run, args)
+        if args.bulk_command == "export":
+            return _bulk_export(args)
         return _bulk_status(args)
     except UsageError as exc:
         print(f"verif-client: {exc}", file=sys.stderr)
