@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from verif_client._journal import InputRow, JournalError, open_journal
+from verif_client._journal import InputRow, JobRow, JournalError, open_journal
 
 psycopg = pytest.importorskip("psycopg")
 from verif_client._journal_pg import (  # noqa: E402  (needs psycopg)
@@ -49,6 +49,13 @@ def expire_leases(location: str, worker: PostgresJournal) -> None:
             "WHERE job = %s AND worker = %s",
             (job, worker.worker),
         )
+
+
+def start_sending(worker: PostgresJournal) -> JobRow:
+    """Claim the next queued row and mark its SMS in flight."""
+    [row] = worker.claim(send=1, poll=0).send
+    assert worker.mark_sending(row.line)
+    return row
 
 
 def test_open_journal_chooses_the_backend_by_location(job: str) -> None:
@@ -112,13 +119,21 @@ def test_workers_loading_at_once_load_the_input_once(job: str) -> None:
         journal.close()
 
 
-def test_a_send_in_flight_when_its_worker_died_becomes_unknown_and_is_not_resent(
+@pytest.fixture
+def died_sending(
     job: str, workers: tuple[PostgresJournal, PostgresJournal]
-) -> None:
+) -> tuple[JobRow, PostgresJournal, PostgresJournal]:
+    """A worker that died with the SMS of a row in flight: (row, dead, alive)."""
     dead, alive = workers
-    [row] = dead.claim(send=1, poll=0).send
-    assert dead.mark_sending(row.line)
+    row = start_sending(dead)
     expire_leases(job, dead)
+    return row, dead, alive
+
+
+def test_a_send_in_flight_when_its_worker_died_becomes_unknown_and_is_not_resent(
+    died_sending: tuple[JobRow, PostgresJournal, PostgresJournal],
+) -> None:
+    row, dead, alive = died_sending
     claim = alive.claim(send=10, poll=10)
     assert [r.line for r in claim.send] == [3, 5]
     assert claim.poll == []
@@ -129,12 +144,9 @@ def test_a_send_in_flight_when_its_worker_died_becomes_unknown_and_is_not_resent
 
 
 def test_resend_unknown_queues_unknown_rows_again(
-    job: str, workers: tuple[PostgresJournal, PostgresJournal]
+    died_sending: tuple[JobRow, PostgresJournal, PostgresJournal],
 ) -> None:
-    dead, alive = workers
-    [row] = dead.claim(send=1, poll=0).send
-    dead.mark_sending(row.line)
-    expire_leases(job, dead)
+    row, _, alive = died_sending
     assert alive.recover(resend_unknown=False) == 1
     alive.recover(resend_unknown=True)
     assert row.line in [r.line for r in alive.claim(send=10, poll=0).send]
@@ -144,8 +156,7 @@ def test_a_live_workers_send_is_left_alone(
     workers: tuple[PostgresJournal, PostgresJournal],
 ) -> None:
     first, second = workers
-    [row] = first.claim(send=1, poll=0).send
-    first.mark_sending(row.line)
+    row = start_sending(first)
     assert second.recover(resend_unknown=True) == 0
     assert first.mark_sent(row.line, 2**40)
 
@@ -154,8 +165,7 @@ def test_a_dead_workers_sent_rows_are_polled_by_another(
     job: str, workers: tuple[PostgresJournal, PostgresJournal]
 ) -> None:
     dead, alive = workers
-    [row] = dead.claim(send=1, poll=0).send
-    dead.mark_sending(row.line)
+    row = start_sending(dead)
     dead.mark_sent(row.line, 2**40)
     assert alive.claim(send=0, poll=10).poll == []
     expire_leases(job, dead)

@@ -47,6 +47,7 @@ from ._journal import (
     different_input_error,
     newer_schema_error,
 )
+from ._ratelimit import gcra_parameters
 
 try:
     import psycopg
@@ -413,17 +414,13 @@ class PostgresRateLimiter:
     def __init__(
         self, conninfo: str, job: str, rate: float, *, burst: int = 1, where: str = ""
     ) -> None:
-        if rate <= 0:
-            raise ValueError(f"rate must be > 0, got {rate!r}")
-        if burst < 1:
-            raise ValueError(f"burst must be >= 1, got {burst!r}")
+        interval, self._tolerance = gcra_parameters(rate, burst)
+        self._interval = datetime.timedelta(seconds=interval)
         self.rate = rate
         self.burst = burst
         self._job = job
         self._conninfo = conninfo
         self._where = where or job
-        self._interval = datetime.timedelta(seconds=1.0 / rate)
-        self._tolerance = (burst - 1) / rate
         self._db: psycopg.Connection[TupleRow] | None = None
         self._thread: anyio.CapacityLimiter | None = None
 

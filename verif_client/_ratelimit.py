@@ -24,6 +24,17 @@ class Limiter(Protocol):
     async def acquire(self) -> None: ...
 
 
+def gcra_parameters(rate: float, burst: int) -> tuple[float, float]:
+    """GCRA's emission interval and burst tolerance, in seconds, for ``rate``
+    acquisitions per second in bursts of at most ``burst``."""
+    if rate <= 0:
+        raise ValueError(f"rate must be > 0, got {rate!r}")
+    if burst < 1:
+        raise ValueError(f"burst must be >= 1, got {burst!r}")
+    interval = 1.0 / rate
+    return interval, (burst - 1) * interval
+
+
 class RateLimiter:
     """Allow at most ``rate`` acquisitions per second, with bursts of ``burst``."""
 
@@ -34,14 +45,9 @@ class RateLimiter:
         burst: int = 1,
         clock: Callable[[], float] = anyio.current_time,
     ) -> None:
-        if rate <= 0:
-            raise ValueError(f"rate must be > 0, got {rate!r}")
-        if burst < 1:
-            raise ValueError(f"burst must be >= 1, got {burst!r}")
         self.rate = rate
         self.burst = burst
-        self._interval = 1.0 / rate
-        self._tolerance = (burst - 1) * self._interval
+        self._interval, self._tolerance = gcra_parameters(rate, burst)
         self._clock = clock
         self._theoretical_arrival = float("-inf")
 
