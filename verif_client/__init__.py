@@ -25,7 +25,7 @@ from ._errors import (
 )
 from ._operations import OPERATIONS, Operation, get_operation
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
-from ._ratelimit import RateLimiter
+from ._ratelimit import Limiter, RateLimiter
 from ._results import Location, LocationResult, RequestResult, VerificationResult
 from ._retry import NO_RETRY, RetryPolicy
 from ._sync import SyncVerificationClient
@@ -48,6 +48,7 @@ __all__ = [
     "HTTPStatusError",
     "Location",
     "LocationOutcome",
+    "Limiter",
     "LocationResult",
     "Operation",
     "PollPolicy",

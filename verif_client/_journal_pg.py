@@ -23,13 +23,14 @@ thread, which also keeps the backend usable under trio.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
@@ -95,6 +96,27 @@ _MIGRATIONS: Final[dict[int, str]] = {
             WHERE state IN ('queued', 'sending', 'sent');
     """,
 }
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _reported(
+    method: Callable[Concatenate[PostgresJournal, P], R],
+) -> Callable[Concatenate[PostgresJournal, P], R]:
+    """A database failure surfaces as a JournalError naming the job, which the
+    command line reports in one line (the worker's leases then lapse and its
+    rows pass to the others)."""
+
+    @functools.wraps(method)
+    def wrapper(journal: PostgresJournal, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(journal, *args, **kwargs)
+        except psycopg.Error as exc:
+            raise JournalError(f"{journal._where}: {str(exc).strip()}") from exc
+
+    return wrapper
 
 
 def parse_location(location: str) -> tuple[str, str, float]:
@@ -197,6 +219,7 @@ class PostgresJournal:
     def _lease(self) -> datetime.timedelta:
         return datetime.timedelta(seconds=self.lease_seconds)
 
+    @_reported
     def input_digest(self) -> str | None:
         # FOR SHARE waits while a first worker is still loading the input.
         row = self._db.execute(
@@ -207,6 +230,7 @@ class PostgresJournal:
     def is_loaded(self) -> bool:
         return self.input_digest() is not None
 
+    @_reported
     def load(self, rows: Iterable[InputRow], input_digest: str) -> None:
         with self._db.transaction():
             # The first worker to arrive loads; the others queue on this lock
@@ -265,6 +289,7 @@ class PostgresJournal:
             },
         ).rowcount
 
+    @_reported
     def recover(self, *, resend_unknown: bool) -> int:
         with self._db.transaction():
             in_flight = self._reap()
@@ -300,11 +325,13 @@ class PostgresJournal:
         )
         return sorted((JobRow.from_record(*values) for values in cursor), key=lambda r: r.line)
 
+    @_reported
     def claim(self, send: int, poll: int) -> Claim:
         with self._db.transaction():
             self._reap()
             return Claim(send=self._take("queued", send), poll=self._take("sent", poll))
 
+    @_reported
     def work_elsewhere(self) -> bool:
         (exists,) = self._one(
             "SELECT EXISTS (SELECT 1 FROM verif_rows WHERE job = %s AND state = ANY(%s) "
@@ -313,6 +340,7 @@ class PostgresJournal:
         )
         return bool(exists)
 
+    @_reported
     def renew(self) -> None:
         self._db.execute(
             "UPDATE verif_rows SET lease_expires = now() + %s "
@@ -330,9 +358,11 @@ class PostgresJournal:
             == 1
         )
 
+    @_reported
     def mark_sending(self, line: int) -> bool:
         return self._mine(line, "queued", "state = 'sending'")
 
+    @_reported
     def mark_sent(self, line: int, request_id: int) -> bool:
         return self._mine(
             line,
@@ -342,6 +372,7 @@ class PostgresJournal:
             now=time.time(),
         )
 
+    @_reported
     def finish(self, line: int, state: str, result: Mapping[str, Any]) -> JobRow | None:
         check_final(state)
         values = self._db.execute(
@@ -362,6 +393,12 @@ class PostgresJournal:
 
     def finished(self) -> Iterator[JobRow]:
         # A server-side cursor: a job of a million rows is not held in memory.
+        try:
+            yield from self._finished()
+        except psycopg.Error as exc:
+            raise JournalError(f"{self._where}: {str(exc).strip()}") from exc
+
+    def _finished(self) -> Iterator[JobRow]:
         with self._db.transaction(), self._db.cursor(name="verif_finished") as cursor:
             cursor.execute(
                 f"SELECT {RECORD_COLUMNS} FROM verif_rows WHERE job = %s AND state = ANY(%s) "
@@ -371,6 +408,7 @@ class PostgresJournal:
             for values in cursor:
                 yield JobRow.from_record(*values)
 
+    @_reported
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(ALL_STATES, 0)
         for state, count in self._db.execute(
