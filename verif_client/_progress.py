@@ -19,6 +19,7 @@ class ProgressDisplay:
         self.started = time.monotonic()
         self._last = float("-inf")
         self._first_finished: int | None = None
+        self._last_line = ""
 
     def __call__(self, progress: Progress) -> None:
         now = time.monotonic()
@@ -28,6 +29,9 @@ class ProgressDisplay:
         if self._first_finished is None:
             self._first_finished = progress.finished
         line = self.render(progress, now - self.started)
+        if line == self._last_line:
+            return
+        self._last_line = line
         if self.live:
             self.stream.write("\r\x1b[2K" + line)
         else:
