@@ -19,7 +19,7 @@ class ProgressDisplay:
         self.started = time.monotonic()
         self._last = float("-inf")
         self._first_finished: int | None = None
-        self._last_line = ""
+        self._done_shown = False
 
     def __call__(self, progress: Progress) -> None:
         now = time.monotonic()
@@ -28,10 +28,11 @@ class ProgressDisplay:
         self._last = now
         if self._first_finished is None:
             self._first_finished = progress.finished
-        line = self.render(progress, now - self.started)
-        if line == self._last_line:
+        done = progress.finished >= progress.total
+        if done and self._done_shown:
             return
-        self._last_line = line
+        self._done_shown = done
+        line = self.render(progress, now - self.started)
         if self.live:
             self.stream.write("\r\x1b[2K" + line)
         else:
