@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser("simulate", help="serve the simulator on a port")
     simulate.add_argument("--host", default="127.0.0.1")
     simulate.add_argument("--port", type=int, default=8765)
+    simulate.add_argument(
+        "--manual",
+        action="store_true",
+        help="leave every request pending until answered on the phone pages (/phone/)",
+    )
 
     bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
         dest="bulk_command", required=True
@@ -212,8 +217,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from .simulator import Simulator, serve
 
     async def forever() -> None:
-        async with serve(Simulator(), host=args.host, port=args.port) as server:
+        simulator = Simulator(manual=args.manual)
+        async with serve(simulator, host=args.host, port=args.port) as server:
             print(f"simulator serving {server.base_url}", flush=True)
+            print(f"phone pages: {server.base_url}/phone/", flush=True)
             await anyio.sleep_forever()
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -66,6 +66,7 @@ def simulator_from_args(args: argparse.Namespace) -> Simulator:
 async def run(simulator: Simulator, host: str, port: int) -> None:
     async with serve(simulator, host=host, port=port) as server:
         print(f"Simulator listening: {server.endpoint_url}  (WSDL: {server.wsdl_url})", flush=True)
+        print(f"Phone pages: {server.base_url}/phone/", flush=True)
         await anyio.sleep_forever()
 
 
