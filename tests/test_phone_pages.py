@@ -237,11 +237,16 @@ async def test_the_pages_work_while_the_service_is_blocked() -> None:
         assert (await browser.get("/phone")).headers["location"] == "/phone/"
 
 
-def test_simulate_accepts_manual() -> None:
+def test_both_commands_accept_manual() -> None:
     from verif_client._cli import build_parser
+    from verif_client.simulator import _main
 
-    args = build_parser().parse_args(["simulate", "--manual", "--port", "0"])
-    assert args.manual
+    assert build_parser().parse_args(["simulate", "--manual"]).manual
+    assert not build_parser().parse_args(["simulate"]).manual
+    manual = _main.simulator_from_args(_main.build_parser().parse_args(["--manual"]))
+    assert manual.config.default_script == Script.manual()
+    scripted = _main.simulator_from_args(_main.build_parser().parse_args([]))
+    assert scripted.config.default_script == Script()
 
 
 def test_importing_the_client_does_not_import_the_pages() -> None:

@@ -31,7 +31,9 @@ def build_parser(prog: str = "python -m verif_client.simulator") -> argparse.Arg
         help="HasBeenVerified/location polls answered pending (default 2)",
     )
     parser.add_argument(
-        "--manual", action="store_true", help="leave every request pending until answered by hand"
+        "--manual",
+        action="store_true",
+        help="leave every request pending until answered on the phone pages (/phone/)",
     )
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each call")
     parser.add_argument("--jitter", type=float, default=0.0, help="up to this many more seconds")
@@ -43,13 +45,9 @@ def build_parser(prog: str = "python -m verif_client.simulator") -> argparse.Arg
 
 
 def simulator_from_args(args: argparse.Namespace) -> Simulator:
-    script = (
-        Script.manual()
-        if args.manual
-        else Script(pending_polls=args.pending_polls, location_pending_polls=args.pending_polls)
-    )
     config = SimulatorConfig(
-        script=script,
+        script=Script(pending_polls=args.pending_polls, location_pending_polls=args.pending_polls),
+        manual=args.manual,
         latency=args.latency,
         jitter=args.jitter,
         fail_503=args.fail_503,

@@ -106,9 +106,10 @@ def inbox(
 ) -> str:
     items = "\n".join(_message_item(m, show_number=show_number) for m in messages)
     listing = f'<ol class="inbox">{items}</ol>' if messages else "<p>No SMS yet.</p>"
-    body = f"""{intro}<section id="inbox" aria-live="polite" data-version="{_e(version)}"
+    # The intro sits inside #inbox so the live update refreshes it too (new numbers).
+    body = f"""<section id="inbox" aria-live="polite" data-version="{_e(version)}"
  data-feed="{_e(feed)}">
-<h2>Messages, newest first</h2>
+{intro}<h2>Messages, newest first</h2>
 {listing}
 </section>"""
     return page(title, body, live=True, back=back)
