@@ -143,7 +143,7 @@ def test_cli_options_build_the_simulator() -> None:
     sim = simulator_from_args(args)
     assert sim.config.drop == 0.25
     assert sim.config.seed == 4
-    assert sim.config.script.answer == "never"
+    assert sim.config.manual is True
 
 
 def test_python_dash_m_serves_until_stopped() -> None:

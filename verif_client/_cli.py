@@ -22,7 +22,6 @@ from ._errors import VerifClientError
 from ._journal import FINAL_STATES, Journal, JournalError, open_journal
 from ._operations import OPERATIONS, get_operation
 from ._progress import ProgressDisplay
-from .simulator import _main as simulator_main
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -84,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("operation", help=", ".join(op.name for op in OPERATIONS))
     call.add_argument("params", nargs="*", metavar="Name=value")
     _connection_args(call)
+
+    # Imported here, not at the top: importing the CLI must not import the simulator.
+    from .simulator import _main as simulator_main
 
     simulate = commands.add_parser(
         "simulate", help="serve the simulator on a port", description=simulator_main.DESCRIPTION
@@ -233,6 +235,8 @@ def _bulk_export(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from .simulator import _main as simulator_main
+
     simulator = simulator_main.simulator_from_args(args)
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(simulator_main.run, simulator, args.host, args.port)

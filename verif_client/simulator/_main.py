@@ -34,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="HasBeenVerified/location polls answered pending (default 2)",
     )
     parser.add_argument(
-        "--manual", action="store_true", help="leave every request pending until answered by hand"
+        "--manual",
+        action="store_true",
+        help="leave every request pending until answered on the phone pages (/phone/)",
     )
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each call")
     parser.add_argument("--jitter", type=float, default=0.0, help="up to this many more seconds")
@@ -45,13 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def simulator_from_args(args: argparse.Namespace) -> Simulator:
-    script = (
-        Script.manual()
-        if args.manual
-        else Script(pending_polls=args.pending_polls, location_pending_polls=args.pending_polls)
-    )
     config = SimulatorConfig(
-        script=script,
+        script=Script(pending_polls=args.pending_polls, location_pending_polls=args.pending_polls),
+        manual=args.manual,
         latency=args.latency,
         jitter=args.jitter,
         fail_503=args.fail_503,
@@ -68,6 +66,7 @@ def simulator_from_args(args: argparse.Namespace) -> Simulator:
 async def run(simulator: Simulator, host: str, port: int) -> None:
     async with serve(simulator, host=host, port=port) as server:
         print(f"Simulator listening: {server.endpoint_url}  (WSDL: {server.wsdl_url})", flush=True)
+        print(f"Phone pages: {server.base_url}/phone/", flush=True)
         await anyio.sleep_forever()
 
 
