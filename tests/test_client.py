@@ -171,3 +171,35 @@ def test_the_blocking_facade_has_the_same_methods() -> None:
         assert PASSWORD not in repr(client)
     with pytest.raises(RuntimeError, match="closed"):
         client.get_mobile_consent_text()
+
+
+async def test_before_send_runs_once_right_before_the_request_leaves() -> None:
+    simulator = Simulator()
+    seen: list[int] = []
+
+    async def record() -> None:
+        seen.append(len(simulator.requests))
+
+    async with vc.VerificationClient(
+        "http://simulator", rate_limit=1000, transport=httpx.ASGITransport(app=simulator)
+    ) as client:
+        params = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Pay?"}
+        await client.call_with(
+            "SecureLink_Confirmation_SendRequestViaSms", params, before_send=record
+        )
+    assert seen == [0]
+    assert len(simulator.requests) == 1
+
+
+async def test_a_failing_before_send_sends_nothing() -> None:
+    simulator = Simulator()
+
+    async def refuse() -> None:
+        raise LookupError("row taken by another worker")
+
+    async with vc.VerificationClient(
+        "http://simulator", transport=httpx.ASGITransport(app=simulator)
+    ) as client:
+        with pytest.raises(LookupError):
+            await client.call_with("GetMobileConsentText", {}, before_send=refuse)
+    assert simulator.requests == []

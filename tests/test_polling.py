@@ -82,7 +82,7 @@ async def test_a_no_is_pending_by_default_and_final_when_asked() -> None:
 @pytest.mark.anyio
 async def test_a_shared_location_is_located_and_a_denied_one_times_out() -> None:
     simulator = Simulator()
-    policy = vc.PollPolicy(initial_delay=0, max_delay=0.002, timeout=0.05)
+    policy = vc.PollPolicy(initial_delay=0, max_delay=0.002, timeout=0.5)
     async with client_for(simulator) as client:
         shared, denied = await send_many(client, 2)
         simulator.script_for(shared, Script(location="shared", location_pending_polls=2))

@@ -29,6 +29,7 @@ from ._errors import DeliveryUnknownError, RequestValidationError, VerifClientEr
 from ._journal import FINAL_STATES, InputRow, JobRow, Journal, different_input_error
 from ._operations import get_operation
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
+from ._results import RequestResult
 
 _SEND: Final = get_operation("SecureLink_Confirmation_SendRequestViaSms")
 _VERIFICATION_STATES: Final = {
@@ -224,6 +225,10 @@ class _Calls:
         return await anyio.to_thread.run_sync(function, *args, limiter=self._thread)
 
 
+class _RowTaken(Exception):
+    """Another worker holds the row: this one must not send it."""
+
+
 class _Run:
     def __init__(
         self,
@@ -256,18 +261,34 @@ class _Run:
         self.on_progress(self.progress)
 
     async def send(self, row: JobRow, stream: PollStream) -> None:
-        if not await self.db(self.journal.mark_sending, row.line):
-            return  # another worker holds the row now
+        assert row.phone_number is not None
+        assert row.question is not None
+
+        async def mark_in_flight() -> None:
+            # Marked only once the rate limit has let the request go: a kill
+            # while waiting for a slot leaves the row queued, not unknown.
+            if not await self.db(self.journal.mark_sending, row.line):
+                raise _RowTaken
+
+        params = {"PhoneNumber": row.phone_number, "ConfirmationQuestion": row.question}
         try:
-            assert row.phone_number is not None
-            assert row.question is not None
-            sent = await self.client.send_confirmation_sms(row.phone_number, row.question)
+            result = await self.client.call_with(_SEND, params, before_send=mark_in_flight)
+        except _RowTaken:
+            return  # another worker holds the row now
+        except RequestValidationError as exc:
+            # Refused before anything left (e.g. a binding stricter than the one the
+            # input was checked with): an input problem, recorded like one.
+            if await self.db(self.journal.mark_sending, row.line):
+                await self.finish(row.line, "invalid", {"reason": str(exc)})
+            return
         except DeliveryUnknownError as exc:
             await self.finish(row.line, "unknown", {"reason": str(exc)})
             return
         except VerifClientError as exc:
             await self.finish(row.line, "failed", {"reason": str(exc)})
             return
+        assert isinstance(result, RequestResult)
+        sent = result
         if not sent.ok:
             await self.finish(row.line, "failed", {"reason": sent.error_message or "request id 0"})
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import ssl
-from collections.abc import AsyncIterable, Iterable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
@@ -226,14 +226,22 @@ class VerificationClient:
         *,
         binding: Binding | str | None = None,
         retry: RetryPolicy | None = None,
+        before_send: Callable[[], Awaitable[None]] | None = None,
     ) -> object:
         """Like :meth:`call`, with the parameters as a mapping and an optional
-        retry policy for this call only."""
+        retry policy for this call only.
+
+        ``before_send`` is awaited once, when the rate limit and a connection
+        slot have been granted and the request is about to be written: the
+        moment to record "in flight" in a journal. If it raises, nothing is sent.
+        """
         op = get_operation(operation)
         chosen = self.binding if binding is None else parse_binding(binding)
         codec = self._codecs[chosen]
         request = codec.encode(op, params, credentials=self._credentials)
-        return await self._exchange(op, chosen, codec, request, params, retry or self.retry)
+        return await self._exchange(
+            op, chosen, codec, request, params, retry or self.retry, before_send
+        )
 
     # -- polling -------------------------------------------------------------
 
@@ -327,14 +335,17 @@ class VerificationClient:
         request: HTTPRequest,
         params: Mapping[str, object],
         policy: RetryPolicy,
+        before_send: Callable[[], Awaitable[None]] | None,
     ) -> object:
         started = anyio.current_time()
         attempt = 0
+        # A retried attempt is the same request, already recorded: the hook runs once.
+        hook = _once(before_send) if before_send is not None else None
         while True:
             attempt += 1
             began = anyio.current_time()
             try:
-                status, headers, body = await self._send_once(op, request)
+                status, headers, body = await self._send_once(op, request, hook)
                 result = codec.decode(op, status, headers, body)
             except httpx.TransportError as exc:
                 never_sent = isinstance(exc, _NEVER_SENT)
@@ -365,7 +376,10 @@ class VerificationClient:
             await anyio.sleep(pause)
 
     async def _send_once(
-        self, op: Operation, request: HTTPRequest
+        self,
+        op: Operation,
+        request: HTTPRequest,
+        before_send: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[int, httpx.Headers, bytes]:
         http = self._http_client()
         if self._rate is None and self.rate_limit is not None:
@@ -374,6 +388,8 @@ class VerificationClient:
             await self._rate.acquire()
         cap = self.max_response_bytes
         async with self._capacity():
+            if before_send is not None:
+                await before_send()
             http_request = http.build_request(
                 request.method,
                 self.base_url + request.path,
@@ -415,6 +431,18 @@ class VerificationClient:
                 (anyio.current_time() - began) * 1000,
                 f" error={type(error).__name__}: {error}" if error else "",
             )
+
+
+def _once(hook: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+    done = False
+
+    async def run_once() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            await hook()
+
+    return run_once
 
 
 def _describe(exc: httpx.TransportError) -> str:
