@@ -18,8 +18,7 @@ from xml.sax.saxutils import escape
 
 from lxml import etree
 
-from verif_client import DEFAULT_NAMESPACE, OPERATIONS, Binding, Credentials
-from verif_client import Operation, codec_for
+from verif_client import DEFAULT_NAMESPACE, OPERATIONS, Binding, Credentials, Operation, codec_for
 
 from . import workload
 from .common import Report, Settings, median_per_call, ratio, us
@@ -158,9 +157,7 @@ def run(report: Report, settings: Settings) -> None:
                 "floor": floor(op, binding, body),
             }
             check_agreement(contenders["zeep"](), contenders["verif_client"](), op)
-            cost = {
-                name: median_per_call(fn, number, repeats) for name, fn in contenders.items()
-            }
+            cost = {name: median_per_call(fn, number, repeats) for name, fn in contenders.items()}
             figures[f"{op.name}/{binding.value}"] = cost
             all_cheaper &= cost["verif_client"] < cost["zeep"]
             rows.append(

@@ -56,9 +56,7 @@ class Report:
     figures: dict[str, Any] = attrs.field(factory=dict)
     targets: list[Target] = attrs.field(factory=list)
 
-    def table(
-        self, title: str, header: list[str], rows: list[list[str]], note: str = ""
-    ) -> None:
+    def table(self, title: str, header: list[str], rows: list[list[str]], note: str = "") -> None:
         self.sections.append((title, header, rows, note))
         print(_markdown(title, header, rows, note), flush=True)
 

@@ -15,8 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from verif_client import DEFAULT_NAMESPACE, ENDPOINT_PATH, OPERATIONS, Binding, Operation
-from verif_client import _xsd
+from verif_client import DEFAULT_NAMESPACE, ENDPOINT_PATH, OPERATIONS, Binding, Operation, _xsd
 from verif_client._results import VerificationResult
 from verif_client.simulator import Script, Simulator, SimulatorConfig
 from verif_client.simulator._state import ServiceState
