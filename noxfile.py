@@ -1,4 +1,4 @@
-"""Developer tasks: `nox -s tests`, `nox -s lint`, `nox -s bench`."""
+"""Developer tasks: `nox -s tests`, `nox -s lint`, `nox -s browser`, `nox -s bench`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ nox.options.reuse_existing_virtualenvs = True
 @nox.session
 def tests(session: nox.Session) -> None:
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    # The browser tests need Chromium and Playwright: they have their own session.
+    session.run("pytest", "--ignore=tests/browser", *session.posargs)
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """The phone pages in the system's headless Chromium (apt-get install chromium)."""
+    session.install("-e", ".[test,browser]")
+    session.run("pytest", "tests/browser", *session.posargs)
 
 
 @nox.session

@@ -81,9 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("params", nargs="*", metavar="Name=value")
     _connection_args(call)
 
-    simulate = commands.add_parser("simulate", help="serve the simulator on a port")
-    simulate.add_argument("--host", default="127.0.0.1")
-    simulate.add_argument("--port", type=int, default=8765)
+    # Imported here, not at the top: importing the CLI must not import the simulator.
+    from .simulator import _main as simulator_main
+
+    simulate = commands.add_parser(
+        "simulate", help="serve the simulator on a port", description=simulator_main.DESCRIPTION
+    )
+    simulator_main.add_arguments(simulate)
 
     bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
         dest="bulk_command", required=True
@@ -209,15 +213,11 @@ def _bulk_status(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .simulator import Simulator, serve
+    from .simulator import _main as simulator_main
 
-    async def forever() -> None:
-        async with serve(Simulator(), host=args.host, port=args.port) as server:
-            print(f"simulator serving {server.base_url}", flush=True)
-            await anyio.sleep_forever()
-
+    simulator = simulator_main.simulator_from_args(args)
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(forever)
+        anyio.run(simulator_main.run, simulator, args.host, args.port)
     return 0
 
 

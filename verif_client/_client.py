@@ -238,19 +238,23 @@ class VerificationClient:
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> VerificationOutcome:
         """Poll HasBeenVerified for one id until it settles (see :class:`PollPolicy`)."""
-        async with self.poll_verifications([request_id], policy=policy) as outcomes:
-            async for outcome in outcomes:
-                assert isinstance(outcome, VerificationOutcome)
-                return outcome
-        raise AssertionError("a poll run ended without an outcome")  # pragma: no cover
+        outcome = await self._wait_one(_polling.VERIFICATION, request_id, policy)
+        assert isinstance(outcome, VerificationOutcome)
+        return outcome
 
     async def wait_for_location(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> LocationOutcome:
         """Poll MobileLocation_GetResult for one id until it settles."""
-        async with self.poll_locations([request_id], policy=policy) as outcomes:
+        outcome = await self._wait_one(_polling.LOCATION, request_id, policy)
+        assert isinstance(outcome, LocationOutcome)
+        return outcome
+
+    async def _wait_one(
+        self, kind: _polling._Kind, request_id: int, policy: PollPolicy
+    ) -> VerificationOutcome | LocationOutcome:
+        async with self._poll((kind,), [request_id], policy, 1, False) as outcomes:
             async for outcome in outcomes:
-                assert isinstance(outcome, LocationOutcome)
                 return outcome
         raise AssertionError("a poll run ended without an outcome")  # pragma: no cover
 

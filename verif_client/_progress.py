@@ -19,6 +19,7 @@ class ProgressDisplay:
         self.started = time.monotonic()
         self._last = float("-inf")
         self._first_finished: int | None = None
+        self._done_shown = False
 
     def __call__(self, progress: Progress) -> None:
         now = time.monotonic()
@@ -27,6 +28,10 @@ class ProgressDisplay:
         self._last = now
         if self._first_finished is None:
             self._first_finished = progress.finished
+        done = progress.finished >= progress.total
+        if done and self._done_shown:
+            return
+        self._done_shown = done
         line = self.render(progress, now - self.started)
         if self.live:
             self.stream.write("\r\x1b[2K" + line)

@@ -95,6 +95,14 @@ class SimulatorConfig:
 
     script: Script = Script()
     """The script of every SecureLink request not given one with ``script_for``."""
+    manual: bool = False
+    """Leave every request pending until a person answers it on the phone pages
+    (``/phone/``): the default script becomes ``Script.manual()``. A script given
+    with ``script_for`` still wins."""
+    link_lifetime: float | None = 900.0
+    """Seconds an SMS link can be answered on the phone pages (None: for ever),
+    measured with ``clock``. An unanswered request then shows as expired there
+    and HasBeenVerified keeps answering nil, as for an SMS nobody opened."""
     first_request_id: int = 2**32 + 1
     """Ids start above 2**32 so a client that truncates them to 32 bits fails at once."""
     consent_by_default: bool = True
@@ -123,3 +131,7 @@ class SimulatorConfig:
     """Time source of ``pending_seconds`` scripts; tests inject a fake one."""
     endpoint_path: str = ENDPOINT_PATH
     """Where the service lives; matched case-insensitively, as IIS does."""
+
+    @property
+    def default_script(self) -> Script:
+        return Script.manual() if self.manual else self.script

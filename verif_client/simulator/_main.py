@@ -12,14 +12,17 @@ from ._config import Script, SimulatorConfig
 from ._server import serve
 from ._simulator import Simulator
 
+DESCRIPTION = "Serve a simulated GIACT VerificationServices v5 endpoint (all four bindings, ?WSDL)."
+
 
 def build_parser(prog: str = "python -m verif_client.simulator") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description=(
-            "Serve a simulated GIACT VerificationServices v5 endpoint (all four bindings, ?WSDL)."
-        ),
-    )
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The simulator's options, shared with ``verif-client simulate``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any)")
     parser.add_argument("--username", help="required SOAP ApiUsername (default: accept any)")
@@ -31,7 +34,9 @@ def build_parser(prog: str = "python -m verif_client.simulator") -> argparse.Arg
         help="HasBeenVerified/location polls answered pending (default 2)",
     )
     parser.add_argument(
-        "--manual", action="store_true", help="leave every request pending until answered by hand"
+        "--manual",
+        action="store_true",
+        help="leave every request pending until answered on the phone pages (/phone/)",
     )
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each call")
     parser.add_argument("--jitter", type=float, default=0.0, help="up to this many more seconds")
@@ -39,17 +44,12 @@ def build_parser(prog: str = "python -m verif_client.simulator") -> argparse.Arg
     parser.add_argument("--drop", type=float, default=0.0, help="fraction of connections dropped")
     parser.add_argument("--malformed", type=float, default=0.0, help="fraction of broken answers")
     parser.add_argument("--seed", type=int, default=None, help="seed of the random faults")
-    return parser
 
 
 def simulator_from_args(args: argparse.Namespace) -> Simulator:
-    script = (
-        Script.manual()
-        if args.manual
-        else Script(pending_polls=args.pending_polls, location_pending_polls=args.pending_polls)
-    )
     config = SimulatorConfig(
-        script=script,
+        script=Script(pending_polls=args.pending_polls, location_pending_polls=args.pending_polls),
+        manual=args.manual,
         latency=args.latency,
         jitter=args.jitter,
         fail_503=args.fail_503,
@@ -66,6 +66,7 @@ def simulator_from_args(args: argparse.Namespace) -> Simulator:
 async def run(simulator: Simulator, host: str, port: int) -> None:
     async with serve(simulator, host=host, port=port) as server:
         print(f"Simulator listening: {server.endpoint_url}  (WSDL: {server.wsdl_url})", flush=True)
+        print(f"Phone pages: {server.base_url}/phone/", flush=True)
         await anyio.sleep_forever()
 
 

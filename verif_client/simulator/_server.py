@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import asynccontextmanager, contextmanager
+from http import HTTPStatus
 from typing import Any, Final
 from urllib.parse import unquote_to_bytes
 
@@ -81,16 +82,22 @@ async def serve(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> AsyncIt
     bound = listener.extra(anyio.abc.SocketAttribute.local_port)
     config = getattr(app, "config", None)
     server = Server(host, bound, getattr(config, "endpoint_path", ENDPOINT_PATH))
-    async with listener, anyio.create_task_group() as group:
+    try:
+        async with listener, anyio.create_task_group() as group:
 
-        async def handle(stream: anyio.abc.SocketStream) -> None:
-            await _Connection(app, stream, server).run()
+            async def handle(stream: anyio.abc.SocketStream) -> None:
+                await _Connection(app, stream, server).run()
 
-        group.start_soon(listener.serve, handle, group)
-        try:
-            yield server
-        finally:
-            group.cancel_scope.cancel()
+            group.start_soon(listener.serve, handle, group)
+            try:
+                yield server
+            finally:
+                group.cancel_scope.cancel()
+    except BaseExceptionGroup as error:
+        # The task group wraps what the caller's block raised; hand it back as it was.
+        if len(error.exceptions) == 1:
+            raise error.exceptions[0] from None
+        raise
 
 
 @contextmanager
@@ -103,6 +110,13 @@ def serve_in_thread(
         portal.wrap_async_context_manager(serve(app, host, port)) as server,
     ):
         yield server
+
+
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b""
 
 
 class _Connection:
@@ -165,7 +179,10 @@ class _Connection:
             if message["type"] == "http.response.start":
                 state["started"] = True
                 headers = [(bytes(name), bytes(value)) for name, value in message["headers"]]
-                await self._write(h11.Response(status_code=message["status"], headers=headers))
+                status = message["status"]
+                await self._write(
+                    h11.Response(status_code=status, headers=headers, reason=_reason(status))
+                )
             elif message["type"] == "http.response.body":
                 data = message.get("body", b"")
                 if data and not head:

@@ -11,6 +11,7 @@ import attrs
 
 from .._codec import DEFAULT_NAMESPACE
 from .._results import Location
+from . import _phone
 from . import _responses as r
 from ._asmx import AsmxEndpoint, Call, Request
 from ._config import Script, SimulatorConfig
@@ -54,6 +55,8 @@ class Simulator:
     with :func:`serve`. ``credentials=None`` accepts any SOAP credentials (or
     none); otherwise SOAP calls must carry exactly these. HTTP GET/POST calls
     carry no credentials on the real service and are always accepted.
+    ``manual=True`` (or ``SimulatorConfig(manual=True)``) leaves every request
+    pending until a person answers it on the phone pages under ``/phone/``.
     """
 
     def __init__(
@@ -61,8 +64,12 @@ class Simulator:
         credentials: tuple[str, str] | None = None,
         namespace: str = DEFAULT_NAMESPACE,
         config: SimulatorConfig | None = None,
+        *,
+        manual: bool = False,
     ) -> None:
         self.config = config or SimulatorConfig()
+        if manual:
+            self.config = attrs.evolve(self.config, manual=True)
         self.namespace = namespace
         self.requests: list[LoggedRequest] = []
         self._state = ServiceState(self.config)
@@ -74,6 +81,7 @@ class Simulator:
             credentials=credentials,
             credential_failure=self.config.credential_failure,
         )
+        self._phone = _phone.PhonePages(self)
 
     def __repr__(self) -> str:
         return f"<Simulator {self.namespace!r} {len(self._state.requests)} SecureLink requests>"
@@ -124,6 +132,10 @@ class Simulator:
         with self._state.lock:
             self._state.consent[number] = True
 
+    def revoke_consent(self, number: str) -> bool:
+        """What RevokeMobileConsent does: True when there was a consent to revoke."""
+        return self._state.revoke_mobile_consent(number)
+
     def has_consent(self, number: str) -> bool:
         return self._state.has_consent(number)
 
@@ -163,6 +175,11 @@ class Simulator:
                     "System.Web.HttpException (0x80004005): Maximum request length exceeded."
                 ),
             )
+            return
+        # The phone pages are the simulator's own, not the service's: a blocked
+        # caller or injected faults must not stop the person answering.
+        if _phone.handles(request.path):
+            await _send(send, self._phone.route(request))
             return
         if self.config.blocked:
             await _send(send, r.unauthorized())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from typing import Final, Literal
 
 import attrs
@@ -60,6 +61,8 @@ class SecureLinkRequest:
     location: Location | None = None
     verification_polls: int = 0
     location_polls: int = 0
+    sent_at_wall: float = attrs.field(factory=time.time)
+    """When the SMS left by the wall clock (``sent_at`` follows the configured clock)."""
 
 
 class ServiceState:
@@ -89,7 +92,7 @@ class ServiceState:
         with self.lock:
             request_id = self._next_id
             self._next_id += 1
-            script = self.scripts_by_phone.get(phone_number, self._config.script)
+            script = self.scripts_by_phone.get(phone_number, self._config.default_script)
             self.requests[request_id] = SecureLinkRequest(
                 request_id, phone_number, question, self._config.clock(), script
             )

@@ -1,0 +1,151 @@
+"""The verif-client command: call, bulk status, and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from verif_client._cli import main, parse_duration
+from verif_client.simulator import Simulator, serve_in_thread
+
+USER, PASSWORD = "cli-user", "cli-Pa55word"
+
+
+@pytest.fixture
+def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[Simulator]:
+    simulator = Simulator(credentials=(USER, PASSWORD))
+    with serve_in_thread(simulator) as server:
+        monkeypatch.setenv("VERIF_BASE_URL", server.base_url)
+        monkeypatch.setenv("VERIF_API_USERNAME", USER)
+        monkeypatch.setenv("VERIF_API_PASSWORD", PASSWORD)
+        yield simulator
+
+
+@pytest.mark.parametrize("binding", ["soap11", "soap12", "http-get", "http-post"])
+def test_call_prints_the_typed_result_as_json(
+    service: Simulator, binding: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "call",
+                "SecureLink_Confirmation_SendRequestViaSms",
+                "PhoneNumber=5551234567",
+                "ConfirmationQuestion=Did you ask to pay?",
+                "--binding",
+                binding,
+            ]
+        )
+        == 0
+    )
+    sent = json.loads(capsys.readouterr().out)
+    assert sent["request_id"] > 2**32
+    assert (
+        main(
+            [
+                "call",
+                "SecureLink_SecurityCode_HasBeenVerified",
+                f"RequestId={sent['request_id']}",
+                "--binding",
+                binding,
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out) == {"verified": None, "error_message": None}
+    assert main(["call", "GetMobileConsentText", "--binding", binding]) == 0
+    assert json.loads(capsys.readouterr().out) == service.consent_text
+
+
+def test_errors_are_one_line_with_a_non_zero_exit(
+    service: Simulator, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cases = [
+        (["call", "SecureLink_SecurityCode_HasBeenVerified", "RequestId=abc"], 2, "xsd:long"),
+        (["call", "SecureLink_SecurityCode_HasBeenVerified", "Id=1"], 2, "RequestId=..."),
+        (["call", "NoSuchOperation"], 1, "unknown operation"),
+        (
+            [
+                "call",
+                "SecureLink_Confirmation_SendRequestViaSms",
+                "PhoneNumber=12",
+                "ConfirmationQuestion=Pay?",
+            ],
+            1,
+            "PhoneNumber",
+        ),
+    ]
+    for argv, status, text in cases:
+        assert main(argv) == status
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert text in err
+        assert PASSWORD not in err
+    monkeypatch.setenv("VERIF_API_PASSWORD", "wrong")
+    assert main(["call", "GetMobileConsentText"]) == 1
+    assert "AuthenticationError" in capsys.readouterr().err
+
+
+def test_soap_without_a_password_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VERIF_API_PASSWORD", raising=False)
+    assert (
+        main(
+            ["call", "GetMobileConsentText", "--base-url", "http://127.0.0.1:9", "--username", "u"]
+        )
+        == 2
+    )
+    assert "VERIF_API_PASSWORD" in capsys.readouterr().err
+
+
+def test_bulk_status_counts_a_journal(
+    service: Simulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    numbers = tmp_path / "numbers.csv"
+    numbers.write_text("phone_number,id\n5551234567,a\n555-1,b\n")
+    journal, output = tmp_path / "job.sqlite", tmp_path / "out.jsonl"
+    assert (
+        main(
+            [
+                "bulk",
+                "run",
+                "--input",
+                str(numbers),
+                "--question",
+                "Pay?",
+                "--journal",
+                str(journal),
+                "--output",
+                str(output),
+                "--deadline",
+                "20",
+            ]
+        )
+        == 0
+    )
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert sorted((row["id"], row["status"]) for row in rows) == [
+        ("a", "verified"),
+        ("b", "invalid"),
+    ]
+    capsys.readouterr()
+    assert main(["bulk", "status", "--journal", str(journal)]) == 0
+    status = capsys.readouterr().out
+    assert "verified" in status
+    assert "total" in status
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("60", 60), ("90s", 90), ("10m", 600), ("1h", 3600), ("1.5m", 90)]
+)
+def test_durations_take_seconds_or_a_unit(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_a_bad_duration_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        main(["bulk", "run", "--journal", "j", "--output", "o", "--deadline", "soon"])
