@@ -34,5 +34,5 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks beside zeep and the floor (under 10 minutes on 2 cores; --quick to smoke)."""
     # zeep and pyinstrument are for benchmarking only: never core dependencies.
-    session.install("-e", ".", "zeep>=4.2", "pyinstrument>=4.6")
+    session.install("-e", ".", "zeep[async]>=4.2", "pyinstrument>=4.6")
     session.run("python", "-m", "benchmarks.run", *session.posargs)

@@ -27,7 +27,8 @@ def scale(report: Report, settings: Settings) -> None:
         ["peak RSS, whole process", "RSS after imports", "memory per waiting id"],
         [[f"{peak:.1f} MiB", f"{base:.1f} MiB", f"{per_id:,.0f} bytes (tracemalloc)"]],
         "Never-verified ids, one poll each before a 1 s deadline, over an httpx.MockTransport; "
-        "RSS from `getrusage(RUSAGE_SELF).ru_maxrss` in a fresh process.",
+        "peak RSS = `VmHWM` of a fresh process (its `ru_maxrss` would include the forking "
+        "parent's peak on Linux).",
     )
     if count == 10_000:
         report.target(
