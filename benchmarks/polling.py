@@ -128,13 +128,20 @@ def _rows(figures: dict[str, dict[str, float]]) -> list[list[str]]:
 HEADER = ["client", "polls/s (wall)", "polls/CPU-s", "vs zeep (wall)", "vs zeep (CPU)"]
 
 
+def _section(
+    report: Report, key: str, title: str, figures: dict[str, dict[str, float]], note: str
+) -> None:
+    report.figures[key] = figures
+    report.table(title, HEADER, _rows(figures), note)
+
+
 def run(report: Report, settings: Settings) -> None:
     figures = in_process(settings)
-    report.figures["polling_in_process"] = figures
-    report.table(
+    _section(
+        report,
+        "polling_in_process",
         "2. In-process polling (httpx.MockTransport), median",
-        HEADER,
-        _rows(figures),
+        figures,
         f"{settings.scaled(2000, 200)} ids, each verified on its 5th poll, {CONCURRENCY} in "
         "flight, zero delays; SOAP 1.1.",
     )
@@ -147,11 +154,11 @@ def run(report: Report, settings: Settings) -> None:
     )
 
     figures = loopback(settings)
-    report.figures["polling_loopback"] = figures
-    report.table(
+    _section(
+        report,
+        "polling_loopback",
         "3. Loopback polling (simulator on 127.0.0.1, own process), median",
-        HEADER,
-        _rows(figures),
+        figures,
         f"{settings.scaled(400, 100)} ids, each verified on its 5th poll, {CONCURRENCY} "
         "in flight, over real sockets; the server is the simulator (h11) in a second process, "
         "so wall-clock figures include its cost on the other core.",
