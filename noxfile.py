@@ -28,3 +28,11 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "verif_client", "tests", "benchmarks", "noxfile.py")
     session.run("ruff", "format", "--check", "verif_client", "tests", "benchmarks", "noxfile.py")
     session.run("mypy", "--strict", "verif_client")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks beside zeep and the floor (under 10 minutes on 2 cores; --quick to smoke)."""
+    # zeep and pyinstrument are for benchmarking only: never core dependencies.
+    session.install("-e", ".", "zeep[async]>=4.2", "pyinstrument>=4.6")
+    session.run("python", "-m", "benchmarks.run", *session.posargs)

@@ -292,8 +292,12 @@ def read_result(shape: ResultShape, element: etree._Element | None, path: str) -
     return value
 
 
-def _read_simple(xsd: _xsd.XsdType, element: etree._Element | None, path: str) -> object:
-    if element is None or _xml.is_nil(element):
+def _read_simple(
+    xsd: _xsd.XsdType, element: etree._Element | None, path: str, name: str = ""
+) -> object:
+    """``path`` (plus ``/name`` when given) locates the element in an error;
+    joined only then, since nearly every answer reads without one."""
+    if element is None or element.get(_xml.XSI_NIL) in ("true", "1"):
         return None
     text = element.text if len(element) == 0 else _xml.text_of(element)
     if not text:
@@ -301,22 +305,27 @@ def _read_simple(xsd: _xsd.XsdType, element: etree._Element | None, path: str) -
     try:
         return xsd.parse(text)
     except _xsd.LexicalError as exc:
-        raise DecodeError(str(exc), element=path) from None
+        raise DecodeError(str(exc), element=f"{path}/{name}" if name else path) from None
 
 
 def _read_record(record: Record, element: etree._Element, path: str) -> object:
     values: dict[str, object] = {}
+    by_element = record.by_element
     for node in element:
-        field = record.by_element.get(_xml.local_name(node.tag))
+        tag = node.tag
+        if not isinstance(tag, str):
+            continue  # the parser drops comments and PIs; kept for hand-made trees
+        field = by_element.get(tag[tag.rfind("}") + 1 :])
         if field is None or field.attr in values:
             continue  # unknown elements are tolerated for forward compatibility
-        where = f"{path}/{field.element}"
         if isinstance(field.type, Record):
             values[field.attr] = (
-                None if _xml.is_nil(node) else _read_record(field.type, node, where)
+                None
+                if _xml.is_nil(node)
+                else _read_record(field.type, node, f"{path}/{field.element}")
             )
         else:
-            values[field.attr] = _read_simple(field.type, node, where)
+            values[field.attr] = _read_simple(field.type, node, path, field.element)
     for field in record.fields:
         if field.required and values.get(field.attr) is None:
             raise DecodeError("required value is missing or nil", element=f"{path}/{field.element}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from lxml import etree
 
@@ -12,6 +12,9 @@ from ._errors import DecodeError, HTTPStatusError
 from ._operations import Operation
 
 _DECLARATION: Final = '<?xml version="1.0" encoding="utf-8"?>'
+
+# Envelope head, (opening, closing) tag per parameter, tail, HTTP headers.
+_Plan = tuple[str, tuple[tuple[str, str], ...], str, tuple[tuple[str, str], ...]]
 
 
 class SoapCodec(Codec):
@@ -31,33 +34,60 @@ class SoapCodec(Codec):
     def _build(
         self, op: Operation, texts: tuple[str, ...], credentials: Credentials | None
     ) -> HTTPRequest:
-        ns = _xml.escape(self.namespace).replace('"', "&quot;")
-        parts = [
-            _DECLARATION,
-            f'<soap:Envelope xmlns:soap="{self.envelope_namespace}">',
-        ]
+        # Everything but the values and the credentials is fixed per operation:
+        # built once, so a call costs one join.
+        key = (op.name, self.namespace, self.endpoint_path)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(op)
+        head, tags, tail, headers = plan
+        parts = [head]
         if credentials is not None:
-            parts.append(
-                f'<soap:Header><AuthenticationHeader xmlns="{ns}">'
-                f"<ApiUsername>{_xml.escape(credentials.username)}</ApiUsername>"
-                f"<ApiPassword>{_xml.escape(credentials.password)}</ApiPassword>"
-                "</AuthenticationHeader></soap:Header>"
-            )
+            parts.append(self._auth_header(credentials))
         parts.append("<soap:Body>")
-        if op.params:
-            parts.append(f'<{op.name} xmlns="{ns}">')
-            for param, text in zip(op.params, texts, strict=True):
-                parts.append(f"<{param.name}>{_xml.escape(text)}</{param.name}>")
-            parts.append(f"</{op.name}>")
-        else:
-            parts.append(f'<{op.name} xmlns="{ns}" />')
-        parts.append("</soap:Body></soap:Envelope>")
+        for (opening, closing), text in zip(tags, texts, strict=True):
+            parts += (opening, _xml.escape(text), closing)
+        parts.append(tail)
         return HTTPRequest(
             method="POST",
             path=self.endpoint_path,
-            headers=self._headers(op),
+            headers=headers,
             body="".join(parts).encode("utf-8"),
         )
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._plans: dict[tuple[str, str, str], _Plan] = {}
+        self._auth: tuple[Credentials, str, str] | None = None
+
+    def _namespace_attr(self) -> str:
+        return _xml.escape(self.namespace).replace('"', "&quot;")
+
+    def _plan(self, op: Operation) -> _Plan:
+        ns = self._namespace_attr()
+        head = f'{_DECLARATION}<soap:Envelope xmlns:soap="{self.envelope_namespace}">'
+        tags = tuple((f"<{p.name}>", f"</{p.name}>") for p in op.params)
+        if op.params:
+            tags = ((f'<{op.name} xmlns="{ns}">' + tags[0][0], tags[0][1]), *tags[1:])
+            tail = f"</{op.name}></soap:Body></soap:Envelope>"
+        else:
+            tail = f'<{op.name} xmlns="{ns}" /></soap:Body></soap:Envelope>'
+        return head, tags, tail, self._headers(op)
+
+    def _auth_header(self, credentials: Credentials) -> str:
+        # One client sends the same credentials on every call: keep the last text.
+        cached = self._auth
+        if cached is not None and cached[0] is credentials and cached[1] == self.namespace:
+            return cached[2]
+        ns = self._namespace_attr()
+        text = (
+            f'<soap:Header><AuthenticationHeader xmlns="{ns}">'
+            f"<ApiUsername>{_xml.escape(credentials.username)}</ApiUsername>"
+            f"<ApiPassword>{_xml.escape(credentials.password)}</ApiPassword>"
+            "</AuthenticationHeader></soap:Header>"
+        )
+        self._auth = (credentials, self.namespace, text)
+        return text
 
     def _read(self, op: Operation, status: int, root: etree._Element) -> object:
         if _xml.local_name(root.tag) != "Envelope":
