@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import ssl
+import zlib
 from collections.abc import AsyncIterable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -26,6 +27,7 @@ from ._codec import (
     parse_binding,
 )
 from ._errors import (
+    DecodeError,
     DeliveryUnknownError,
     HTTPStatusError,
     ResponseTooLargeError,
@@ -370,7 +372,7 @@ class VerificationClient:
             http_request = http.build_request(
                 request.method,
                 self.base_url + request.path,
-                headers=request.headers,
+                headers=[*request.headers, ("Accept-Encoding", _ACCEPT_ENCODING)],
                 content=request.body,
             )
             response = await http.send(http_request, stream=True)
@@ -378,13 +380,18 @@ class VerificationClient:
                 declared = response.headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > cap:
                     raise ResponseTooLargeError(cap, operation=op.name)
+                # Raw bytes, inflated here a bounded piece at a time: httpx's own
+                # decoder inflates a whole network chunk at once, and 64 KiB of
+                # gzip can inflate to 64 MiB before any cap could look at it.
+                inflate = _Inflater(response.headers.get("content-encoding", ""), op.name)
                 chunks = []
                 size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > cap:
-                        raise ResponseTooLargeError(cap, operation=op.name)
-                    chunks.append(chunk)
+                async for raw in response.aiter_raw():
+                    for chunk in inflate(raw, cap - size + 1):
+                        size += len(chunk)
+                        if size > cap:
+                            raise ResponseTooLargeError(cap, operation=op.name)
+                        chunks.append(chunk)
             finally:
                 await response.aclose()
         return response.status_code, response.headers, b"".join(chunks)
@@ -408,6 +415,54 @@ class VerificationClient:
                 (anyio.current_time() - began) * 1000,
                 f" error={type(error).__name__}: {error}" if error else "",
             )
+
+
+_ACCEPT_ENCODING: Final = "gzip, deflate"
+
+
+class _Inflater:
+    """Content decoding with a bound on every piece it returns (identity, gzip, deflate)."""
+
+    def __init__(self, content_encoding: str, operation: str) -> None:
+        encoding = content_encoding.strip().lower()
+        self._operation = operation
+        self._zlib: Any = None
+        if encoding == "gzip" or encoding == "x-gzip":
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS)
+        elif encoding not in ("", "identity"):
+            raise DecodeError(
+                f"unsupported Content-Encoding {content_encoding!r}", operation=operation
+            )
+        self._deflate_retry = encoding == "deflate"
+
+    def __call__(self, data: bytes, limit: int) -> list[bytes]:
+        """Inflate ``data``; stops early once more than ``limit`` bytes came out."""
+        if self._zlib is None:
+            return [data]
+        pieces: list[bytes] = []
+        produced = 0
+        try:
+            while data and produced < limit and not self._zlib.eof:
+                try:
+                    piece = self._zlib.decompress(data, max(1, limit - produced))
+                except zlib.error:
+                    if not self._deflate_retry:
+                        raise
+                    # Some servers send raw deflate without the zlib header.
+                    self._deflate_retry = False
+                    self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                self._deflate_retry = False
+                pieces.append(piece)
+                produced += len(piece)
+                data = self._zlib.unconsumed_tail
+        except zlib.error as exc:
+            raise DecodeError(
+                f"corrupt compressed body: {exc}", operation=self._operation
+            ) from None
+        return pieces
 
 
 def _describe(exc: httpx.TransportError) -> str:
