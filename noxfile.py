@@ -1,4 +1,4 @@
-"""Developer tasks: `nox -s tests`, `nox -s lint`, `nox -s bench`."""
+"""Developer tasks: `nox -s tests`, `nox -s lint`, `nox -s soak`, `nox -s bench`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,15 @@ nox.options.reuse_existing_virtualenvs = True
 def tests(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """The long fault soak: 2,000 numbers and 5,000 ids (times VERIF_SOAK_SCALE), printed figures."""
+    session.install("-e", ".[test]")
+    session.run(
+        "pytest", "-m", "soak", "-s", "-q", "tests/test_reliability_soak.py", *session.posargs
+    )
 
 
 @nox.session

@@ -76,6 +76,6 @@ def client_sockets_to(port: int) -> int:
 async def wait_for(condition: Callable[[], bool], what: str, limit: float = 30.0) -> None:
     """A bounded wait for a condition (checked, never slept on blindly)."""
     with anyio.fail_after(limit):
-        while not condition():
-            await anyio.sleep(0.005)  # noqa: ASYNC110 (state of another thread or process)
+        while not condition():  # noqa: ASYNC110 (another thread or process owns it)
+            await anyio.sleep(0.005)
     assert condition(), what
