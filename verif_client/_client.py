@@ -352,7 +352,9 @@ class VerificationClient:
             else:
                 self._log(op, binding, status, began, attempt, None)
                 return result
-            if not retryable or attempt >= policy.attempts:
+            # A client closed while this call was in flight fails the call with
+            # its transport error rather than retrying into a closed pool.
+            if not retryable or attempt >= policy.attempts or self._closed:
                 raise failure
             pause = policy.backoff(attempt, self._rng)
             if anyio.current_time() + pause - started > policy.deadline:
