@@ -468,8 +468,16 @@ class _Inflater:
 
 
 def _describe(exc: httpx.TransportError) -> str:
-    detail = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {detail}"
+    # Some backends raise with an empty message and keep the reason (a
+    # certificate failure, say) on the exception they chain from.
+    detail = ""
+    cause: BaseException | None = exc
+    for _ in range(6):
+        if cause is None or detail:
+            break
+        detail = str(cause)
+        cause = cause.__cause__ or cause.__context__
+    return f"{type(exc).__name__}: {detail or type(exc).__name__}"
 
 
 def _phone_of(params: Mapping[str, object]) -> str | None:
