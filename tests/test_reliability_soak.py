@@ -20,12 +20,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+import sniffio
 from relsupport import PASSWORD, USER
 
 import verif_client as vc
 from verif_client._bulk import BulkOptions, load_input, run_bulk
 from verif_client._journal import open_journal
-from verif_client.simulator import Script, Simulator, SimulatorConfig, serve
+from verif_client.simulator import Script, Simulator, SimulatorConfig, serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
@@ -60,38 +61,41 @@ async def restarting(
     simulator: Simulator, restart_when: Callable[[], bool] | None
 ) -> AsyncIterator[str]:
     """Serve ``simulator``; once ``restart_when()`` holds, stop the server and
-    serve the same simulator again on the same port."""
-    async with anyio.create_task_group() as tg:
-        ready = anyio.Event()
-        stop = anyio.Event()
-        box: dict[str, object] = {}
+    serve the same simulator again on the same port.
 
-        async def run() -> None:
-            async with serve(simulator) as server:
-                box["url"], box["port"] = server.base_url, server.port
-                ready.set()
-                if restart_when is None:
-                    await stop.wait()
-                    return
-                while not restart_when() and not stop.is_set():  # noqa: ASYNC110
-                    await anyio.sleep(0.001)
-            box["restarts"] = 1
-            if stop.is_set():
-                return
-            port = box["port"]
-            assert isinstance(port, int)
-            async with serve(simulator, port=port):
-                await stop.wait()
+    The server runs in a thread of its own, on the other backend than the
+    test's: stopping an asyncio listener while connections arrive trips a
+    CPython 3.11 bug (``InvalidStateError`` in ``_sock_accept``) that the
+    test's asyncio loop would report as the test's failure, and a trio portal
+    cannot be started from inside a trio test run.
+    """
+    backend = "asyncio" if sniffio.current_async_library() == "trio" else "trio"
+    first = serve_in_thread(simulator, backend=backend)
+    server = first.__enter__()
+    current = [first]
+    restarted = False
+    try:
+        async with anyio.create_task_group() as tg:
+            if restart_when is not None:
 
-        tg.start_soon(run)
-        await ready.wait()
-        assert isinstance(box["url"], str)
-        try:
-            yield box["url"]
-        finally:
-            stop.set()
-        if restart_when is not None:
-            assert box.get("restarts") == 1, "the server was never restarted"
+                async def restart() -> None:
+                    nonlocal restarted
+                    while not restart_when():  # noqa: ASYNC110 (another thread's state)
+                        await anyio.sleep(0.001)
+                    await anyio.to_thread.run_sync(first.__exit__, None, None, None)
+                    current.clear()
+                    again = serve_in_thread(simulator, port=server.port, backend=backend)
+                    await anyio.to_thread.run_sync(again.__enter__)
+                    current.append(again)
+                    restarted = True
+
+                tg.start_soon(restart)
+            yield server.base_url
+            tg.cancel_scope.cancel()
+    finally:
+        for context in current:
+            await anyio.to_thread.run_sync(context.__exit__, None, None, None)
+    assert restarted or restart_when is None, "the server was never restarted"
 
 
 def report(title: str, simulator: Simulator, outcomes: Counter[str], **figures: int) -> None:
@@ -114,7 +118,7 @@ async def bulk_soak(tmp_path: Path, rows: int, *, restart: bool) -> None:
     sends = lambda: len(simulator.calls(SEND))  # noqa: E731
     async with restarting(simulator, (lambda: sends() >= rows // 2) if restart else None) as url:
         client = vc.VerificationClient(
-            url, username=USER, password=PASSWORD, retry=RETRY, max_connections=10
+            url, username=USER, password=PASSWORD, retry=RETRY, max_connections=10, timeout=5
         )
         load_input(journal, data, options, client.binding)
         with anyio.fail_after(120):
@@ -153,7 +157,12 @@ async def poll_soak(ids: int, *, restart: bool) -> None:
         with anyio.fail_after(120):
             async with (
                 vc.VerificationClient(
-                    url, username=USER, password=PASSWORD, retry=RETRY, max_connections=10
+                    url,
+                    username=USER,
+                    password=PASSWORD,
+                    retry=RETRY,
+                    max_connections=10,
+                    timeout=5,
                 ) as client,
                 client.poll_verifications(known, policy=POLICY, max_concurrency=10) as outcomes,
             ):
