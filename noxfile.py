@@ -16,7 +16,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def soak(session: nox.Session) -> None:
-    """The long fault soak: 2,000 numbers and 5,000 ids (times VERIF_SOAK_SCALE), printed figures."""
+    """The long fault soak: 2,000 numbers, 5,000 ids (times VERIF_SOAK_SCALE); prints figures."""
     session.install("-e", ".[test]")
     session.run(
         "pytest", "-m", "soak", "-s", "-q", "tests/test_reliability_soak.py", *session.posargs
