@@ -1,4 +1,4 @@
-"""Developer tasks: `nox -s tests`, `nox -s lint`, `nox -s browser`, `nox -s bench`."""
+"""Developer tasks: `nox -s` tests, lint, browser, soak and bench."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ nox.options.reuse_existing_virtualenvs = True
 def tests(session: nox.Session) -> None:
     session.install("-e", ".[test,postgres]")
     # The browser tests need Chromium and Playwright: they have their own session.
-    session.run("pytest", "--ignore=tests/browser", *session.posargs)
+    session.run("pytest", "--ignore=tests/browser", "-m", "not soak", *session.posargs)
 
 
 @nox.session
@@ -20,6 +20,15 @@ def browser(session: nox.Session) -> None:
     """The phone pages in the system's headless Chromium (apt-get install chromium)."""
     session.install("-e", ".[test,browser]")
     session.run("pytest", "tests/browser", *session.posargs)
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """The long fault soak: 2,000 numbers, 5,000 ids (times VERIF_SOAK_SCALE); prints figures."""
+    session.install("-e", ".[test]")
+    session.run(
+        "pytest", "-m", "soak", "-s", "-q", "tests/test_reliability_soak.py", *session.posargs
+    )
 
 
 @nox.session

@@ -32,6 +32,7 @@ from ._errors import (
     TransportError,
     VerifClientError,
 )
+from ._inflate import ACCEPT_ENCODING, Inflater
 from ._operations import Operation, get_operation
 from ._polling import (
     DEFAULT_POLL_POLICY,
@@ -368,7 +369,9 @@ class VerificationClient:
             else:
                 self._log(op, binding, status, began, attempt, None)
                 return result
-            if not retryable or attempt >= policy.attempts:
+            # A client closed while this call was in flight fails the call with
+            # its transport error rather than retrying into a closed pool.
+            if not retryable or attempt >= policy.attempts or self._closed:
                 raise failure
             pause = policy.backoff(attempt, self._rng)
             if anyio.current_time() + pause - started > policy.deadline:
@@ -401,7 +404,7 @@ class VerificationClient:
             http_request = http.build_request(
                 request.method,
                 self.base_url + request.path,
-                headers=request.headers,
+                headers=[*request.headers, ("Accept-Encoding", ACCEPT_ENCODING)],
                 content=request.body,
             )
             response = await http.send(http_request, stream=True)
@@ -409,13 +412,16 @@ class VerificationClient:
                 declared = response.headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > cap:
                     raise ResponseTooLargeError(cap, operation=op.name)
+                # Raw bytes, inflated here a bounded piece at a time (see _inflate).
+                inflate = Inflater(response.headers.get("content-encoding", ""), op.name)
                 chunks = []
                 size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > cap:
-                        raise ResponseTooLargeError(cap, operation=op.name)
-                    chunks.append(chunk)
+                async for raw in response.aiter_raw():
+                    for chunk in inflate(raw, cap - size + 1):
+                        size += len(chunk)
+                        if size > cap:
+                            raise ResponseTooLargeError(cap, operation=op.name)
+                        chunks.append(chunk)
             finally:
                 await response.aclose()
         finally:
@@ -456,8 +462,16 @@ def _once(hook: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
 
 
 def _describe(exc: httpx.TransportError) -> str:
-    detail = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {detail}"
+    # Some backends raise with an empty message and keep the reason (a
+    # certificate failure, say) on the exception they chain from.
+    detail = ""
+    cause: BaseException | None = exc
+    for _ in range(6):
+        if cause is None or detail:
+            break
+        detail = str(cause)
+        cause = cause.__cause__ or cause.__context__
+    return f"{type(exc).__name__}: {detail or type(exc).__name__}"
 
 
 def _phone_of(params: Mapping[str, object]) -> str | None:

@@ -1,0 +1,81 @@
+"""Shared pieces of the reliability tests: hostile peers, counters of tasks and sockets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import sniffio
+
+import verif_client as vc
+
+USER, PASSWORD = "acme-rel", "Rel-Pa55-6f1d0c-never-show"
+FAST_RETRY = vc.RetryPolicy(attempts=8, initial_backoff=0.001, max_backoff=0.004, deadline=10)
+ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+
+
+async def drain(receive: Any) -> None:
+    while (await receive()).get("more_body"):
+        pass
+
+
+def fixed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> ASGIApp:
+    """A peer that answers every request with these bytes."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await drain(receive)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+def task_count() -> int:
+    """Tasks alive in the running event loop."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        def count(task: Any) -> int:
+            return 1 + sum(count(t) for n in task.child_nurseries for t in n.child_tasks)
+
+        return count(trio.lowlevel.current_root_task())
+    import asyncio
+
+    return len(asyncio.all_tasks())
+
+
+def client_sockets_to(port: int) -> int:
+    """Open TCP sockets of this process whose peer is ``port`` on loopback."""
+    inodes = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    found = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as handle:
+                lines = handle.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if remote_port == port and fields[9] in inodes:
+                found += 1
+    return found
+
+
+async def wait_for(condition: Callable[[], bool], what: str, limit: float = 30.0) -> None:
+    """A bounded wait for a condition (checked, never slept on blindly)."""
+    with anyio.fail_after(limit):
+        while not condition():  # noqa: ASYNC110 (another thread or process owns it)
+            await anyio.sleep(0.005)
+    assert condition(), what
