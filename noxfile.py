@@ -12,7 +12,7 @@ nox.options.reuse_existing_virtualenvs = True
 def tests(session: nox.Session) -> None:
     session.install("-e", ".[test,postgres]")
     # The browser tests need Chromium and Playwright: they have their own session.
-    session.run("pytest", "--ignore=tests/browser", "-m", "not soak", *session.posargs)
+    session.run("pytest", "--ignore=tests/browser", *session.posargs)
 
 
 @nox.session
