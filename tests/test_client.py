@@ -203,3 +203,36 @@ async def test_a_failing_before_send_sends_nothing() -> None:
         with pytest.raises(LookupError):
             await client.call_with("GetMobileConsentText", {}, before_send=refuse)
     assert simulator.requests == []
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_an_in_memory_mock_transport_works_too(binding: vc.Binding) -> None:
+    """httpx.MockTransport hands responses over already read: there is no
+    stream left to read, and the size cap must still hold."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        if binding.is_soap:
+            ns = "http://schemas.xmlsoap.org/soap/envelope/"
+            if binding is vc.Binding.SOAP12:
+                ns = "http://www.w3.org/2003/05/soap-envelope"
+            body = (
+                f'<soap:Envelope xmlns:soap="{ns}"><soap:Body><GetMobileConsentTextResponse '
+                f'xmlns="{vc.DEFAULT_NAMESPACE}"><GetMobileConsentTextResult>Agree?'
+                "</GetMobileConsentTextResult></GetMobileConsentTextResponse></soap:Body>"
+                "</soap:Envelope>"
+            )
+        else:
+            body = f'<string xmlns="{vc.DEFAULT_NAMESPACE}">Agree?</string>'
+        return httpx.Response(200, content=body.encode())
+
+    async with vc.VerificationClient(
+        "http://mock", binding=binding, transport=httpx.MockTransport(answer)
+    ) as client:
+        assert await client.get_mobile_consent_text() == "Agree?"
+    async with vc.VerificationClient(
+        "http://mock",
+        binding=binding,
+        max_response_bytes=20,
+        transport=httpx.MockTransport(answer),
+    ) as client:
+        with pytest.raises(vc.ResponseTooLargeError):
+            await client.get_mobile_consent_text()

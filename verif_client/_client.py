@@ -412,21 +412,33 @@ class VerificationClient:
                 declared = response.headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > cap:
                     raise ResponseTooLargeError(cap, operation=op.name)
-                # Raw bytes, inflated here a bounded piece at a time (see _inflate).
-                inflate = Inflater(response.headers.get("content-encoding", ""), op.name)
-                chunks = []
-                size = 0
-                async for raw in response.aiter_raw():
-                    for chunk in inflate(raw, cap - size + 1):
-                        size += len(chunk)
-                        if size > cap:
-                            raise ResponseTooLargeError(cap, operation=op.name)
-                        chunks.append(chunk)
+                if response.is_stream_consumed:
+                    # An in-memory transport (httpx.MockTransport) hands the body over
+                    # already read: nothing is left to stream, only the cap to check.
+                    body = response.content
+                    if len(body) > cap:
+                        raise ResponseTooLargeError(cap, operation=op.name)
+                else:
+                    body = await self._read_capped(response, cap, op.name)
             finally:
                 await response.aclose()
         finally:
             limiter.release()
-        return response.status_code, response.headers, b"".join(chunks)
+        return response.status_code, response.headers, body
+
+    @staticmethod
+    async def _read_capped(response: httpx.Response, cap: int, operation: str) -> bytes:
+        # Raw bytes, inflated here a bounded piece at a time (see _inflate).
+        inflate = Inflater(response.headers.get("content-encoding", ""), operation)
+        chunks = []
+        size = 0
+        async for raw in response.aiter_raw():
+            for chunk in inflate(raw, cap - size + 1):
+                size += len(chunk)
+                if size > cap:
+                    raise ResponseTooLargeError(cap, operation=operation)
+                chunks.append(chunk)
+        return b"".join(chunks)
 
     def _log(
         self,
