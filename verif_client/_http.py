@@ -30,6 +30,9 @@ class _PlainHttpCodec(Codec):
                 value=value,
             )
 
+    def _result_path(self, op: Operation) -> tuple[str, ...]:
+        return (f"{{{self.namespace}}}{op.bare_root}",)
+
     def _read(self, op: Operation, status: int, root: etree._Element) -> object:
         name = _xml.local_name(root.tag)
         if status != 200:

@@ -213,6 +213,8 @@ class PollStream:
         self._active = 0  # watches not yet settled (in the heap or being polled)
         self._input_open = True
         self._wakeup = anyio.Event()
+        # When the dispatcher will look at the heap again on its own (-inf: it is awake).
+        self._dispatcher_wakes_at = -math.inf
         self._results_in: MemoryObjectSendStream[Outcome]
         self._results_out: MemoryObjectReceiveStream[Outcome]
         self._results_in, self._results_out = anyio.create_memory_object_stream(math.inf)
@@ -247,8 +249,12 @@ class PollStream:
         return self._active
 
     def _schedule(self, watch: _Watch, due: float) -> None:
-        heapq.heappush(self._heap, (min(due, watch.deadline), next(self._sequence), watch))
-        self._wakeup.set()
+        due = min(due, watch.deadline)
+        heapq.heappush(self._heap, (due, next(self._sequence), watch))
+        # Waking the dispatcher costs a task switch; it is only needed when it
+        # sleeps past this watch's due time.
+        if due < self._dispatcher_wakes_at:
+            self._wakeup.set()
 
     async def _run(self, source: Iterable[int] | AsyncIterable[int] | None) -> None:
         due_send, due_receive = anyio.create_memory_object_stream[_Watch](0)
@@ -281,15 +287,27 @@ class PollStream:
                 continue
             self._wakeup = anyio.Event()
             if heap:
+                self._dispatcher_wakes_at = heap[0][0]
                 with anyio.move_on_after(heap[0][0] - anyio.current_time()):
                     await self._wakeup.wait()
             else:
+                self._dispatcher_wakes_at = math.inf
                 await self._wakeup.wait()
+            self._dispatcher_wakes_at = -math.inf
 
     async def _worker(self, due: MemoryObjectReceiveStream[_Watch]) -> None:
+        heap = self._heap
         async with due:
-            async for watch in due:
-                await self._poll(watch)
+            async for first in due:
+                watch = first
+                while True:
+                    await self._poll(watch)
+                    # A busy worker takes the next due watch from the heap itself:
+                    # the dispatcher's hand-off costs task switches per poll, and is
+                    # only needed to wake workers that have nothing to do.
+                    if not heap or heap[0][0] > anyio.current_time():
+                        break
+                    watch = heapq.heappop(heap)[2]
 
     async def _poll(self, watch: _Watch) -> None:
         policy = self._policy

@@ -89,6 +89,15 @@ class SoapCodec(Codec):
         self._auth = (credentials, self.namespace, text)
         return text
 
+    def _result_path(self, op: Operation) -> tuple[str, ...]:
+        env, ns = self.envelope_namespace, self.namespace
+        return (
+            f"{{{env}}}Envelope",
+            f"{{{env}}}Body",
+            f"{{{ns}}}{op.response_element}",
+            f"{{{ns}}}{op.result_element}",
+        )
+
     def _read(self, op: Operation, status: int, root: etree._Element) -> object:
         if _xml.local_name(root.tag) != "Envelope":
             if status != 200:
