@@ -209,6 +209,7 @@ async def test_a_failing_before_send_sends_nothing() -> None:
 async def test_an_in_memory_mock_transport_works_too(binding: vc.Binding) -> None:
     """httpx.MockTransport hands responses over already read: there is no
     stream left to read, and the size cap must still hold."""
+
     def answer(request: httpx.Request) -> httpx.Response:
         if binding.is_soap:
             ns = "http://schemas.xmlsoap.org/soap/envelope/"

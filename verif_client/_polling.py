@@ -45,7 +45,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._errors import VerifClientError
 from ._results import LocationResult, VerificationResult
-from ._retry import RetryPolicy
+from ._retry import RetryPolicy, grown
 
 if TYPE_CHECKING:
     from ._client import VerificationClient
@@ -101,7 +101,7 @@ class PollPolicy:
     false_is_final: bool = False
 
     def delay(self, poll_number: int, rng: random.Random | None = None) -> float:
-        base = min(self.max_delay, self.initial_delay * self.multiplier ** (poll_number - 1))
+        base = min(self.max_delay, grown(self.initial_delay, self.multiplier, poll_number - 1))
         return base * (1.0 - self.jitter * (rng or random).random())
 
 

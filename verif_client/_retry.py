@@ -8,12 +8,24 @@ failure.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Final
 
 import attrs
 
 RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
+
+
+def grown(initial: float, multiplier: float, steps: int) -> float:
+    """``initial * multiplier**steps``, which overflows a float after enough
+    steps (a request pending for thousands of polls): past that it is infinite."""
+    if initial == 0:
+        return 0.0
+    try:
+        return initial * multiplier**steps
+    except OverflowError:
+        return math.inf
 
 
 def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
@@ -44,7 +56,7 @@ class RetryPolicy:
 
     def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        ceiling = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+        ceiling = min(self.max_backoff, grown(self.initial_backoff, self.multiplier, attempt - 1))
         return (rng or random).uniform(0.0, ceiling)
 
 
