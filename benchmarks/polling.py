@@ -26,7 +26,7 @@ from .pollers import CONTENDERS
 CONCURRENCY = 200
 
 
-# Each library with its own default pool (verif_client 50 connections, httpx 100),
+# Each library with its own default pool (verif_client 16 connections, httpx 100),
 # 200 requests wanted in flight. The extra loopback row gives verif_client a
 # 200-connection pool to show where httpx's pool becomes the wall, and an 8-connection
 # one to show the way around it: the other 192 polls wait in verif_client's own
@@ -37,6 +37,7 @@ LOOPBACK = {
     **IN_PROCESS,
     "verif_client, max_connections=200": ("verif_client", {"connections": 200}),
     "verif_client, max_connections=8": ("verif_client", {"connections": 8}),
+    "verif_client, max_connections=50": ("verif_client", {"connections": 50}),
 }
 
 

@@ -78,7 +78,11 @@ async def test_closing_the_client_with_calls_in_flight(operation: str) -> None:
     with serve_in_thread(hang) as server:
         baseline = task_count()
         client = vc.VerificationClient(
-            server.base_url, username=USER, password=PASSWORD, retry=vc.RetryPolicy(attempts=5)
+            server.base_url,
+            username=USER,
+            password=PASSWORD,
+            retry=vc.RetryPolicy(attempts=5),
+            max_connections=calls,  # every call on the wire at once
         )
         errors: list[BaseException] = []
 
