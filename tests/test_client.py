@@ -237,3 +237,19 @@ async def test_an_in_memory_mock_transport_works_too(binding: vc.Binding) -> Non
     ) as client:
         with pytest.raises(vc.ResponseTooLargeError):
             await client.get_mobile_consent_text()
+
+
+async def test_no_cookie_is_kept_between_calls() -> None:
+    seen: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("cookie"))
+        body = f'<string xmlns="{vc.DEFAULT_NAMESPACE}">Agree?</string>'
+        return httpx.Response(200, content=body.encode(), headers={"Set-Cookie": "session=abc"})
+
+    async with vc.VerificationClient(
+        "http://mock", binding="http-get", transport=httpx.MockTransport(answer)
+    ) as client:
+        await client.get_mobile_consent_text()
+        await client.get_mobile_consent_text()
+    assert seen == [None, None]

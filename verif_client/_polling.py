@@ -261,7 +261,9 @@ class PollStream:
         async with anyio.create_task_group() as tg:
             if isinstance(source, AsyncIterable):
                 tg.start_soon(self._feed, source)
-            for _ in range(self._max_concurrency):
+            # A worker beyond the client's connection slots could only wait for
+            # one: it would add queueing, not throughput.
+            for _ in range(min(self._max_concurrency, self._client.max_connections)):
                 tg.start_soon(self._worker, due_receive.clone())
             due_receive.close()
             async with due_send:
