@@ -11,6 +11,19 @@ import sniffio
 
 import verif_client as vc
 
+# One valid call of every operation, by wire name.
+ARGS: dict[str, dict[str, object]] = {
+    "SecureLink_Confirmation_SendRequestViaSms": {
+        "PhoneNumber": "5125550100",
+        "ConfirmationQuestion": "Is this you?",
+    },
+    "SecureLink_SecurityCode_HasBeenVerified": {"RequestId": 4294967297},
+    "SecureLink_MobileLocation_GetResult": {"RequestId": 4294967297},
+    "UpdatePrivateBadCheckRejectReason": {"BadCheckId": 1002, "CheckRejectReason": "NSF"},
+    "RevokeMobileConsent": {"MobileNumber": "5125550100"},
+    "GetMobileConsentText": {},
+}
+
 USER, PASSWORD = "acme-rel", "Rel-Pa55-6f1d0c-never-show"
 FAST_RETRY = vc.RetryPolicy(attempts=8, initial_backoff=0.001, max_backoff=0.004, deadline=10)
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]

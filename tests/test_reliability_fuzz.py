@@ -17,7 +17,7 @@ import asmx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from relsupport import PASSWORD, USER, drain
+from relsupport import ARGS, PASSWORD, USER, drain
 
 import verif_client as vc
 from verif_client.simulator import serve_in_thread
@@ -28,17 +28,6 @@ FUZZ = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 RETRY = vc.RetryPolicy(attempts=2, initial_backoff=0.001, max_backoff=0.001, deadline=5)
-ARGS: dict[str, dict[str, object]] = {
-    "SecureLink_Confirmation_SendRequestViaSms": {
-        "PhoneNumber": "5125550100",
-        "ConfirmationQuestion": "Is this you?",
-    },
-    "SecureLink_SecurityCode_HasBeenVerified": {"RequestId": 4294967297},
-    "SecureLink_MobileLocation_GetResult": {"RequestId": 4294967297},
-    "UpdatePrivateBadCheckRejectReason": {"BadCheckId": 1002, "CheckRejectReason": "NSF"},
-    "RevokeMobileConsent": {"MobileNumber": "5125550100"},
-    "GetMobileConsentText": {},
-}
 CONTENT = {
     "SecureLink_Confirmation_SendRequestViaSms": (
         "<SecureLinkRequestId>4294967297</SecureLinkRequestId><ErrorMessage />"

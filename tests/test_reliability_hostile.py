@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 import asmx
 import pytest
-from relsupport import FAST_RETRY, PASSWORD, USER, drain
+from relsupport import ARGS, FAST_RETRY, PASSWORD, USER, drain
 from test_hostile_xml import MARKER, PAYLOADS, _answer_with, _root_name
 
 import verif_client as vc
@@ -80,19 +80,6 @@ def xxe_url(binding: vc.Binding, op: vc.Operation, port: int) -> bytes:
 def external_dtd_url(binding: vc.Binding, op: vc.Operation, port: int) -> bytes:
     dtd = f'<!DOCTYPE {_root_name(binding, op)} SYSTEM "http://127.0.0.1:{port}/evil.dtd">'
     return _answer_with(binding, op, dtd, "x")
-
-
-ARGS = {
-    "SecureLink_Confirmation_SendRequestViaSms": {
-        "PhoneNumber": "5125550100",
-        "ConfirmationQuestion": "Is this you?",
-    },
-    "SecureLink_SecurityCode_HasBeenVerified": {"RequestId": 4294967297},
-    "SecureLink_MobileLocation_GetResult": {"RequestId": 4294967297},
-    "UpdatePrivateBadCheckRejectReason": {"BadCheckId": 1002, "CheckRejectReason": "NSF"},
-    "RevokeMobileConsent": {"MobileNumber": "5125550100"},
-    "GetMobileConsentText": {},
-}
 
 
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda payload: payload.__name__)

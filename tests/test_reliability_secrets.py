@@ -15,24 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from relsupport import PASSWORD, USER
+from relsupport import ARGS, PASSWORD, USER
 
 import verif_client as vc
 from verif_client.simulator import Simulator, SimulatorConfig, serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
-ARGS: dict[str, dict[str, object]] = {
-    "SecureLink_Confirmation_SendRequestViaSms": {
-        "PhoneNumber": "5125550100",
-        "ConfirmationQuestion": "Is this you?",
-    },
-    "SecureLink_SecurityCode_HasBeenVerified": {"RequestId": 4294967297},
-    "SecureLink_MobileLocation_GetResult": {"RequestId": 4294967297},
-    "UpdatePrivateBadCheckRejectReason": {"BadCheckId": 1002, "CheckRejectReason": "NSF"},
-    "RevokeMobileConsent": {"MobileNumber": "5125550100"},
-    "GetMobileConsentText": {},
-}
 PATHS = {
     "ok": SimulatorConfig(),
     "503": SimulatorConfig(fail_503=1.0),
