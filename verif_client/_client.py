@@ -331,7 +331,6 @@ class VerificationClient:
             policy=policy,
             max_concurrency=max_concurrency,
             keep_open=keep_open,
-            seed=None,
         )
 
     # -- the exchange, with retries -----------------------------------------

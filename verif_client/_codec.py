@@ -106,15 +106,6 @@ class HTTPRequest:
         return None
 
 
-def header_value(headers: HeaderItems, name: str) -> str | None:
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    lowered = name.lower()
-    for key, value in items:
-        if key.lower() == lowered:
-            return value
-    return None
-
-
 _TITLE = re.compile(rb"<title>\s*(.*?)\s*</title>", re.IGNORECASE | re.DOTALL)
 
 
@@ -325,7 +316,7 @@ def _read_simple(
 ) -> object:
     """``path`` (plus ``/name`` when given) locates the element in an error;
     joined only then, since nearly every answer reads without one."""
-    if element is None or element.get(_xml.XSI_NIL) in ("true", "1"):
+    if element is None or _xml.is_nil(element):
         return None
     text = element.text if len(element) == 0 else _xml.text_of(element)
     if not text:

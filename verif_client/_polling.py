@@ -363,9 +363,8 @@ async def poll(
     policy: PollPolicy,
     max_concurrency: int,
     keep_open: bool,
-    seed: int | None,
 ) -> AsyncIterator[PollStream]:
-    stream = PollStream(client, kinds, policy, max_concurrency, random.Random(seed))
+    stream = PollStream(client, kinds, policy, max_concurrency, random.Random())
     if not isinstance(request_ids, AsyncIterable):
         for request_id in request_ids:
             stream.add(request_id)

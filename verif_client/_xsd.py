@@ -41,10 +41,9 @@ class LexicalError(ValueError):
 
 @attrs.frozen
 class XsdType:
-    """One simple type: its name, the Python type, and the two conversions."""
+    """One simple type: its name and the two conversions."""
 
     name: str
-    python_type: type
     parse: Callable[[str], object]
     format: Callable[[object], str]
 
@@ -135,8 +134,8 @@ def _format_double(value: object) -> str:
     return repr(number)
 
 
-STRING: Final = XsdType("string", str, _parse_string, _format_string)
-LONG: Final = XsdType("long", int, _parse_long, _format_integer)
-INT: Final = XsdType("int", int, _parse_int, _format_integer)
-BOOLEAN: Final = XsdType("boolean", bool, _parse_boolean, _format_boolean)
-DOUBLE: Final = XsdType("double", float, _parse_double, _format_double)
+STRING: Final = XsdType("string", _parse_string, _format_string)
+LONG: Final = XsdType("long", _parse_long, _format_integer)
+INT: Final = XsdType("int", _parse_int, _format_integer)
+BOOLEAN: Final = XsdType("boolean", _parse_boolean, _format_boolean)
+DOUBLE: Final = XsdType("double", _parse_double, _format_double)
