@@ -272,7 +272,7 @@ class _Run:
 
         params = {"PhoneNumber": row.phone_number, "ConfirmationQuestion": row.question}
         try:
-            result = await self.client.call_with(_SEND, params, before_send=mark_in_flight)
+            sent = await self.client.call_with(_SEND, params, before_send=mark_in_flight)
         except _RowTaken:
             return  # another worker holds the row now
         except RequestValidationError as exc:
@@ -287,8 +287,7 @@ class _Run:
         except VerifClientError as exc:
             await self.finish(row.line, "failed", {"reason": str(exc)})
             return
-        assert isinstance(result, RequestResult)
-        sent = result
+        assert isinstance(sent, RequestResult)
         if not sent.ok:
             await self.finish(row.line, "failed", {"reason": sent.error_message or "request id 0"})
             return
