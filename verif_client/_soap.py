@@ -60,11 +60,8 @@ class SoapCodec(Codec):
         self._plans: dict[tuple[str, str, str], _Plan] = {}
         self._auth: tuple[Credentials, str, str] | None = None
 
-    def _namespace_attr(self) -> str:
-        return _xml.escape(self.namespace).replace('"', "&quot;")
-
     def _plan(self, op: Operation) -> _Plan:
-        ns = self._namespace_attr()
+        ns = _xml.escape_attr(self.namespace)
         head = f'{_DECLARATION}<soap:Envelope xmlns:soap="{self.envelope_namespace}">'
         tags = tuple((f"<{p.name}>", f"</{p.name}>") for p in op.params)
         if op.params:
@@ -79,7 +76,7 @@ class SoapCodec(Codec):
         cached = self._auth
         if cached is not None and cached[0] is credentials and cached[1] == self.namespace:
             return cached[2]
-        ns = self._namespace_attr()
+        ns = _xml.escape_attr(self.namespace)
         text = (
             f'<soap:Header><AuthenticationHeader xmlns="{ns}">'
             f"<ApiUsername>{_xml.escape(credentials.username)}</ApiUsername>"

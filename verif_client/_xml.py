@@ -102,5 +102,10 @@ def escape(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
+def escape_attr(text: str) -> str:
+    """Escape text for a double-quoted attribute value."""
+    return escape(text).replace('"', "&quot;")
+
+
 def strip_bom(body: bytes) -> bytes:
     return body[3:] if body.startswith(_BOM) else body

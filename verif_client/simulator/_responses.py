@@ -11,7 +11,7 @@ from typing import Final
 
 import attrs
 
-from ._wire import escape_text
+from .. import _xml
 
 XML_UTF8: Final = "text/xml; charset=utf-8"
 SOAP12_UTF8: Final = "application/soap+xml; charset=utf-8"
@@ -128,7 +128,7 @@ def service_unavailable() -> Response:
 
 def help_page(service: str, operations: list[str]) -> Response:
     items = "".join(
-        f'<li><a href="?op={escape_text(name)}">{escape_text(name)}</a></li>' for name in operations
+        f'<li><a href="?op={_xml.escape(name)}">{_xml.escape(name)}</a></li>' for name in operations
     )
     page = (
         f"<html><head><title>{service} Web Service</title></head><body>"

@@ -26,17 +26,6 @@ SOAP_ENVELOPES: Final = {"soap11": _xml.SOAP11_ENV_NS, "soap12": _xml.SOAP12_ENV
 _SOAP12_CODES: Final = {"Client": "Sender", "Server": "Receiver"}
 
 
-def escape_text(text: str) -> str:
-    # CR is written as a reference: a literal one would be normalised away by any reader.
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#xD;")
-    )
-
-
-def escape_attr(text: str) -> str:
-    return escape_text(text).replace('"', "&quot;")
-
-
 def dotnet_double(value: float) -> str:
     """.NET Framework's round-trip ("R") form: 15 digits if they suffice, else 17."""
     if math.isnan(value):
@@ -109,7 +98,7 @@ class _Writer:
                 return False
             self.parts.append(f'{self._pad(depth)}<{name} xsi:nil="true" />')
             return True
-        text = escape_text(format_simple(field.type, value))
+        text = _xml.escape(format_simple(field.type, value))
         self.parts.append(
             f"{self._pad(depth)}<{name}>{text}</{name}>"
             if text
@@ -120,7 +109,7 @@ class _Writer:
 
 def soap_response(op: Operation, value: object, namespace: str, binding: str) -> bytes:
     writer = _Writer(indent=False)
-    ns = escape_attr(namespace)
+    ns = _xml.escape_attr(namespace)
     result = Field(op.result_element, "", op.result)
     writer.parts.append(f'<{op.response_element} xmlns="{ns}">')
     if writer.field(result, value, 0):
@@ -139,7 +128,7 @@ def _envelope(binding: str, body: str) -> bytes:
 
 
 def bare_response(op: Operation, value: object, namespace: str) -> bytes:
-    ns = escape_attr(namespace)
+    ns = _xml.escape_attr(namespace)
     root = op.bare_root
     shape: ResultShape = op.result
     if isinstance(shape, Record):
@@ -152,13 +141,13 @@ def bare_response(op: Operation, value: object, namespace: str) -> bytes:
     elif value is None:
         document = f'<{root} xsi:nil="true" xmlns:xsi="{XSI_NS}" xmlns="{ns}" />'
     else:
-        document = f'<{root} xmlns="{ns}">{escape_text(format_simple(shape, value))}</{root}>'
+        document = f'<{root} xmlns="{ns}">{_xml.escape(format_simple(shape, value))}</{root}>'
     return f"{DECLARATION}{_CRLF}{document}".encode()
 
 
 def soap_fault(binding: str, code: str, reason: str) -> bytes:
     """A fault as ASMX writes it; ``code`` is the SOAP 1.1 name (Client/Server/...)."""
-    text = escape_text(reason)
+    text = _xml.escape(reason)
     if binding == "soap11":
         fault = (
             f"<soap:Fault><faultcode>soap:{code}</faultcode>"
