@@ -34,8 +34,7 @@ def _phone_rule(value: object) -> str | None:
 def _question_rule(value: object) -> str | None:
     if not isinstance(value, str):
         return None
-    # .NET measures string length in UTF-16 code units: an emoji counts 2.
-    units = len(value.encode("utf-16-le")) // 2
+    units = _xsd.utf16_length(value)
     if units == 0:
         return "is required"
     if units > 200:

@@ -35,6 +35,11 @@ def first_non_xml_char(text: str) -> int | None:
     return match.start() if match else None
 
 
+def utf16_length(text: str) -> int:
+    """.NET's ``string.Length``: UTF-16 code units, so a character outside the BMP counts 2."""
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+
+
 class LexicalError(ValueError):
     """A wire value is not in the lexical space of its type (message says why)."""
 

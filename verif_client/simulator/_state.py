@@ -20,6 +20,7 @@ from typing import Final, Literal
 
 import attrs
 
+from .. import _xsd
 from .._results import (
     LOCATION_NOT_AVAILABLE,
     Location,
@@ -40,11 +41,6 @@ LONG_QUESTION: Final = "ConfirmationQuestion must be 200 characters or fewer."
 # [0-9], not \d: a phone number in other scripts' digits is not one an SMS gateway takes.
 _PHONE: Final = re.compile(r"[0-9]{7,15}")
 _MAX_QUESTION_UNITS: Final = 200
-
-
-def utf16_length(text: str) -> int:
-    """.NET's ``string.Length``: characters outside the BMP count twice."""
-    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
 @attrs.define(slots=True)
@@ -87,7 +83,7 @@ class ServiceState:
             return RequestResult(0, INVALID_PHONE)
         if not question or not question.strip():
             return RequestResult(0, MISSING_QUESTION)
-        if utf16_length(question) > _MAX_QUESTION_UNITS:
+        if _xsd.utf16_length(question) > _MAX_QUESTION_UNITS:
             return RequestResult(0, LONG_QUESTION)
         with self.lock:
             request_id = self._next_id
