@@ -51,7 +51,11 @@ async def test_cancelling_a_poll_of_thousands_of_ids(ids: int) -> None:
             assert scope.cancelled_caught
             assert outcomes == 0  # nobody answers: nothing settled
             assert task_count() == baseline
-            assert client_sockets_to(server.port) > 0  # the pool stays, idle, until closed
+            # Calls cancelled in flight took their connections with them (how many
+            # were idle at that moment is timing); the pool itself stays usable,
+            # and what it holds idle stays open until it is closed.
+            await client.get_mobile_consent_text()
+            assert client_sockets_to(server.port) > 0
             await client.aclose()
         assert client_sockets_to(server.port) == 0
         assert task_count() == baseline

@@ -1,18 +1,16 @@
-"""The async client: the codecs behind one httpx connection pool."""
+"""The async client: the codecs behind one connection layer (see _transport)."""
 
 from __future__ import annotations
 
-import http.cookiejar
 import logging
 import random
 import ssl
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 import anyio
-import httpx
 
 from . import _polling
 from ._bindings import codec_for
@@ -33,7 +31,6 @@ from ._errors import (
     TransportError,
     VerifClientError,
 )
-from ._inflate import ACCEPT_ENCODING, Inflater
 from ._operations import Operation, get_operation
 from ._polling import (
     DEFAULT_POLL_POLICY,
@@ -45,10 +42,13 @@ from ._polling import (
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._transport import Answer, Sender, SendError
+from ._transport._pool import ConnectionPool
 
-# httpx's pool does work per request in proportion to its size (it rescans every
-# connection), so a small pool with waiting done in our own limiter is faster
-# than a large one: see the README's Performance section for the figures.
+if TYPE_CHECKING:
+    import httpx
+
+# Chosen by measurement: see the README's Performance section.
 DEFAULT_MAX_CONNECTIONS: Final = 16
 
 SANDBOX_BASE_URL: Final = "https://sandbox.api.giact.com"
@@ -56,8 +56,6 @@ PRODUCTION_BASE_URL: Final = "https://api.giact.com"
 
 logger = logging.getLogger("verif_client")
 
-# Failures after which the request certainly did not reach the service.
-_NEVER_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _SEND = "SecureLink_Confirmation_SendRequestViaSms"
 _VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
 _LOCATION = "SecureLink_MobileLocation_GetResult"
@@ -128,12 +126,11 @@ class VerificationClient:
         if verify is False:
             logger.warning("TLS certificate verification is OFF for %s", self.base_url)
         self._transport = transport
-        self._owns_http = http_client is None
         self._http = http_client
+        self._connections: Sender | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._rate: Limiter | None = rate_limiter
         self._rng = random.Random()
-        self._urls: dict[str, httpx.URL] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -157,25 +154,26 @@ class VerificationClient:
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._http is not None and self._owns_http:
-            http, self._http = self._http, None
-            await http.aclose()
+        if self._connections is not None:
+            connections, self._connections = self._connections, None
+            await connections.aclose()
 
-    def _http_client(self) -> httpx.AsyncClient:
+    def _sender(self) -> Sender:
         if self._closed:
             raise RuntimeError("this VerificationClient is closed")
-        if self._http is None:
-            self._http = httpx.AsyncClient(
-                cookies=_NoCookies(),
-                timeout=self.timeout,
-                limits=httpx.Limits(
-                    max_connections=self.max_connections,
-                    max_keepalive_connections=self.max_connections,
-                ),
-                verify=self._verify,
-                transport=self._transport,
-            )
-        return self._http
+        if self._connections is None:
+            if self._http is None and self._transport is None:
+                self._connections = ConnectionPool(
+                    self.base_url, verify=self._verify, max_idle=self.max_connections
+                )
+            else:
+                # httpx is loaded only for what the user brings.
+                from ._transport._httpx import HttpxSender
+
+                self._connections = HttpxSender(
+                    self.base_url, http_client=self._http, transport=self._transport
+                )
+        return self._connections
 
     def _capacity(self) -> anyio.CapacityLimiter:
         # Created on first use: anyio primitives belong to the running event loop.
@@ -352,17 +350,20 @@ class VerificationClient:
         while True:
             attempt += 1
             began = anyio.current_time()
+            # One deadline per attempt, and no attempt outlives the call's deadline.
+            left = policy.deadline - (began - started)
+            timeout = self.timeout if attempt == 1 else max(0.0, min(self.timeout, left))
             try:
-                status, headers, body = await self._send_once(op, request, hook)
+                status, headers, body = await self._send_once(op, request, hook, timeout=timeout)
                 result = codec.decode(op, status, headers, body)
-            except httpx.TransportError as exc:
-                never_sent = isinstance(exc, _NEVER_SENT)
+            except SendError as exc:
+                never_sent = exc.never_sent
                 failure: VerifClientError
                 if never_sent or op.idempotent:
-                    failure = TransportError(_describe(exc), operation=op.name)
+                    failure = TransportError(str(exc), operation=op.name)
                 else:
                     failure = DeliveryUnknownError(
-                        f"{_describe(exc)}; the request may have reached the service, "
+                        f"{exc}; the request may have reached the service, "
                         "so it was not repeated",
                         operation=op.name,
                         phone_number=_phone_of(params),
@@ -390,13 +391,14 @@ class VerificationClient:
         op: Operation,
         request: HTTPRequest,
         before_send: Callable[[], Awaitable[None]] | None = None,
-    ) -> tuple[int, httpx.Headers, bytes]:
-        http = self._http_client()
+        *,
+        timeout: float | None = None,
+    ) -> Answer:
+        sender = self._sender()
         if self._rate is None and self.rate_limit is not None:
             self._rate = RateLimiter(self.rate_limit)
         if self._rate is not None:
             await self._rate.acquire()
-        cap = self.max_response_bytes
         limiter = self._capacity()
         # acquire() always yields to the event loop, even with tokens to spare: a
         # whole loop iteration (a select() call) per request. Take a free token
@@ -408,55 +410,14 @@ class VerificationClient:
         try:
             if before_send is not None:
                 await before_send()
-            http_request = http.build_request(
-                request.method,
-                self._url(request.path),
-                headers=[*request.headers, ("Accept-Encoding", ACCEPT_ENCODING)],
-                content=request.body,
+            return await sender.send(
+                request,
+                timeout=self.timeout if timeout is None else timeout,
+                max_response_bytes=self.max_response_bytes,
+                operation=op.name,
             )
-            response = await http.send(http_request, stream=True)
-            try:
-                declared = response.headers.get("content-length")
-                if declared is not None and declared.isdigit() and int(declared) > cap:
-                    raise ResponseTooLargeError(cap, operation=op.name)
-                if response.is_stream_consumed:
-                    # An in-memory transport (httpx.MockTransport) hands the body over
-                    # already read: nothing is left to stream, only the cap to check.
-                    body = response.content
-                    if len(body) > cap:
-                        raise ResponseTooLargeError(cap, operation=op.name)
-                else:
-                    body = await self._read_capped(response, cap, op.name)
-            finally:
-                await response.aclose()
         finally:
             limiter.release()
-        return response.status_code, response.headers, body
-
-    def _url(self, path: str) -> httpx.URL | str:
-        # Parsing a URL is a good part of httpx's cost per request. SOAP and POST
-        # paths are a handful of constants: parse each once. GET paths carry the
-        # parameters, so they are left to httpx.
-        if "?" in path:
-            return self.base_url + path
-        url = self._urls.get(path)
-        if url is None:
-            url = self._urls[path] = httpx.URL(self.base_url + path)
-        return url
-
-    @staticmethod
-    async def _read_capped(response: httpx.Response, cap: int, operation: str) -> bytes:
-        # Raw bytes, inflated here a bounded piece at a time (see _inflate).
-        inflate = Inflater(response.headers.get("content-encoding", ""), operation)
-        chunks = []
-        size = 0
-        async for raw in response.aiter_raw():
-            for chunk in inflate(raw, cap - size + 1):
-                size += len(chunk)
-                if size > cap:
-                    raise ResponseTooLargeError(cap, operation=operation)
-                chunks.append(chunk)
-        return b"".join(chunks)
 
     def _log(
         self,
@@ -479,18 +440,6 @@ class VerificationClient:
             )
 
 
-class _NoCookies(http.cookiejar.CookieJar):
-    """A jar that keeps nothing. The service is stateless: a cookie set by one
-    answer has no business in the next request, and httpx's cookie handling
-    costs about a quarter of its time per request."""
-
-    def extract_cookies(self, response: Any, request: Any) -> None:
-        return None
-
-    def add_cookie_header(self, request: Any) -> None:
-        return None
-
-
 def _once(hook: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
     done = False
 
@@ -501,19 +450,6 @@ def _once(hook: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
             await hook()
 
     return run_once
-
-
-def _describe(exc: httpx.TransportError) -> str:
-    # Some backends raise with an empty message and keep the reason (a
-    # certificate failure, say) on the exception they chain from.
-    detail = ""
-    cause: BaseException | None = exc
-    for _ in range(6):
-        if cause is None or detail:
-            break
-        detail = str(cause)
-        cause = cause.__cause__ or cause.__context__
-    return f"{type(exc).__name__}: {detail or type(exc).__name__}"
 
 
 def _phone_of(params: Mapping[str, object]) -> str | None:

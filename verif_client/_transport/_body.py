@@ -1,0 +1,35 @@
+"""A response body collected under the size cap, inflated a bounded piece at a time."""
+
+from __future__ import annotations
+
+from .._errors import ResponseTooLargeError
+from .._inflate import Inflater
+
+
+def check_declared_length(declared: str | None, cap: int, operation: str) -> None:
+    """Refuse before reading when the peer announces more than the cap."""
+    if declared is not None and declared.strip().isdigit() and int(declared) > cap:
+        raise ResponseTooLargeError(cap, operation=operation)
+
+
+class CappedBody:
+    """Raw bytes in, at most ``cap`` bytes of decoded body out, else ResponseTooLargeError."""
+
+    __slots__ = ("_cap", "_chunks", "_inflate", "_operation", "_size")
+
+    def __init__(self, content_encoding: str, cap: int, operation: str) -> None:
+        self._inflate = Inflater(content_encoding, operation)
+        self._cap = cap
+        self._operation = operation
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    def feed(self, raw: bytes) -> None:
+        for chunk in self._inflate(raw, self._cap - self._size + 1):
+            self._size += len(chunk)
+            if self._size > self._cap:
+                raise ResponseTooLargeError(self._cap, operation=self._operation)
+            self._chunks.append(chunk)
+
+    def value(self) -> bytes:
+        return b"".join(self._chunks)

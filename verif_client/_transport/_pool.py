@@ -1,0 +1,361 @@
+"""The default connection layer: an HTTP/1.1 pool on h11 over anyio streams.
+
+Why our own: httpx 0.28's pool rescans, and polls the socket of, every pooled
+connection on every request, so its cost grows with its size; here checkout
+and return are O(1) (a stack of idle connections; the client's capacity
+limiter bounds how many are busy) and only the connection being checked out
+is looked at.
+
+What a bad peer cannot do to it:
+- hold an attempt past ``timeout``: one deadline covers connect, write and the
+  whole answer, not each read (a trickle or endless 100-Continues end there);
+- have an unrequested answer read as the next call's: a connection with bytes
+  left after an answer, or on which bytes (or a close) arrived while it was
+  idle, is closed, never used;
+- redirect a request: a 3xx is a status like any other for the codec.
+"""
+
+from __future__ import annotations
+
+import select
+import ssl
+from collections import deque
+from typing import Final
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import h11
+
+from .._codec import HTTPRequest
+from .._inflate import ACCEPT_ENCODING
+from . import Answer, SendError
+from ._body import CappedBody, check_declared_length
+
+# An idle connection older than this is closed rather than reused: servers
+# drop idle keep-alive connections after a few seconds (IIS: 120 s, many
+# proxies 5-60 s), and a request written into a connection the server is
+# closing may or may not have arrived.
+KEEPALIVE_EXPIRY: Final = 5.0
+_READ_SIZE: Final = 65536
+_USER_AGENT: Final = "verif-client"
+
+
+class _Connection:
+    __slots__ = ("h11", "idle_since", "poller", "stream")
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self.stream = stream
+        # poll(), not select(): a process with 1,024 connections has fds past FD_SETSIZE.
+        self.poller = select.poll()
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        self.poller.register(sock.fileno(), select.POLLIN)
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.idle_since = 0.0
+
+
+class _Attempt:
+    """How far one attempt got: whether any byte of the request may have left."""
+
+    __slots__ = ("connection", "written")
+
+    def __init__(self) -> None:
+        self.connection: _Connection | None = None
+        self.written = False
+
+
+class ConnectionPool:
+    """Connections to one origin (the client's ``base_url``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        verify: bool | ssl.SSLContext = True,
+        max_idle: int = 16,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
+    ) -> None:
+        parts = urlsplit(base_url)
+        self._tls = parts.scheme.lower() == "https"
+        self._host = parts.hostname or ""
+        self._authority = parts.netloc.rpartition("@")[2]
+        self._prefix = parts.path.rstrip("/")
+        self._problem: str | None = None
+        port: int | None = None
+        try:
+            port = parts.port
+        except ValueError as exc:
+            self._problem = f"InvalidURL: {exc}"
+        if parts.scheme.lower() not in ("http", "https"):
+            self._problem = (
+                f"UnsupportedProtocol: base_url {base_url!r} must start with http:// or https://"
+            )
+        elif not self._host:
+            self._problem = f"InvalidURL: base_url {base_url!r} names no host"
+        self._port = port or (443 if self._tls else 80)
+        self._verify = verify
+        self._ssl: ssl.SSLContext | None = None
+        self._idle: deque[_Connection] = deque()
+        self._busy: set[_Connection] = set()
+        self._max_idle = max_idle
+        self._expiry = keepalive_expiry
+        self._closed = False
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._idle) + len(self._busy)
+
+    async def send(
+        self, request: HTTPRequest, *, timeout: float, max_response_bytes: int, operation: str
+    ) -> Answer:
+        if self._problem is not None:
+            raise SendError(self._problem, never_sent=True)
+        attempt = _Attempt()
+        answer: Answer | None = None
+        try:
+            with anyio.move_on_after(timeout):
+                answer = await self._attempt(request, max_response_bytes, operation, attempt)
+        except h11.ProtocolError as exc:
+            raise SendError(
+                f"RemoteProtocolError: {exc}", never_sent=not attempt.written
+            ) from None
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            kind = "ReadError" if attempt.written else "WriteError"
+            raise SendError(f"{kind}: {_reason(exc)}", never_sent=False) from None
+        if answer is None:
+            if attempt.connection is None:
+                raise SendError(
+                    f"ConnectTimeout: no connection to {self._authority} within {timeout:g} s",
+                    never_sent=True,
+                )
+            raise SendError(
+                f"Timeout: no complete answer within {timeout:g} s (one deadline per attempt)",
+                never_sent=not attempt.written,
+            )
+        # Outside the deadline: the answer is whole, and returning the
+        # connection (or closing it) must not turn it into a timeout.
+        assert attempt.connection is not None
+        await self._release(attempt.connection)
+        return answer
+
+    async def _attempt(
+        self, request: HTTPRequest, cap: int, operation: str, attempt: _Attempt
+    ) -> Answer:
+        connection = await self._checkout()
+        attempt.connection = connection
+        try:
+            data = self._request_bytes(connection.h11, request)
+            attempt.written = True
+            await connection.stream.send(data)
+            return await _read_answer(connection, cap, operation)
+        except BaseException:
+            # Half-used, cancelled or refused: its state is unknown, so it is gone.
+            self._busy.discard(connection)
+            await anyio.aclose_forcefully(connection.stream)
+            raise
+
+    def _request_bytes(self, h: h11.Connection, request: HTTPRequest) -> bytes:
+        headers = [
+            ("Host", self._authority),
+            *request.headers,
+            ("Accept-Encoding", ACCEPT_ENCODING),
+            ("User-Agent", _USER_AGENT),
+        ]
+        if request.body or request.method not in ("GET", "HEAD"):
+            headers.append(("Content-Length", str(len(request.body))))
+        parts = [
+            h.send(
+                h11.Request(method=request.method, target=self._prefix + request.path, headers=headers)
+            )
+        ]
+        if request.body:
+            parts.append(h.send(h11.Data(data=request.body)))
+        parts.append(h.send(h11.EndOfMessage()))
+        return b"".join(part for part in parts if part)
+
+    async def _checkout(self) -> _Connection:
+        # A call cancelled before its request is written must not take (and so
+        # destroy) a good idle connection with it: take the cancellation here.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        idle = self._idle
+        if idle:
+            now = anyio.current_time()
+            while idle:
+                connection = idle.pop()
+                if now - connection.idle_since < self._expiry and _untouched(connection):
+                    self._busy.add(connection)
+                    return connection
+                await anyio.aclose_forcefully(connection.stream)
+        connection = await self._connect()
+        if self._closed:
+            await anyio.aclose_forcefully(connection.stream)
+            raise SendError("ConnectError: the client was closed", never_sent=True)
+        self._busy.add(connection)
+        return connection
+
+    async def _connect(self) -> _Connection:
+        try:
+            if self._tls:
+                stream: anyio.abc.ByteStream = await anyio.connect_tcp(
+                    self._host,
+                    self._port,
+                    ssl_context=self._ssl_context(),
+                    tls_standard_compatible=False,
+                )
+            else:
+                stream = await anyio.connect_tcp(self._host, self._port)
+        except (OSError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            # Nothing of the request was written: it provably never left.
+            raise SendError(f"ConnectError: {_reason(exc)}", never_sent=True) from None
+        return _Connection(stream)
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            if isinstance(self._verify, ssl.SSLContext):
+                self._ssl = self._verify
+            else:
+                context = ssl.create_default_context(cafile=_ca_bundle())
+                if not self._verify:
+                    context.check_hostname = False
+                    context.verify_mode = ssl.CERT_NONE
+                context.set_alpn_protocols(["http/1.1"])
+                self._ssl = context
+        return self._ssl
+
+    async def _release(self, connection: _Connection) -> None:
+        self._busy.discard(connection)
+        if self._closed or len(self._idle) >= self._max_idle or not _reusable(connection):
+            await anyio.aclose_forcefully(connection.stream)
+            return
+        now = connection.idle_since = anyio.current_time()
+        idle = self._idle
+        idle.append(connection)
+        # The stack's bottom is its oldest: expire one there per return, so
+        # connections a shrinking load no longer needs do not stay open forever.
+        if now - idle[0].idle_since >= self._expiry:
+            await anyio.aclose_forcefully(idle.popleft().stream)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        connections = [*self._idle, *self._busy]
+        self._idle.clear()
+        self._busy.clear()
+        for connection in connections:
+            # A call still waiting on one of these ends with a ReadError.
+            await anyio.aclose_forcefully(connection.stream)
+
+
+async def _read_answer(connection: _Connection, cap: int, operation: str) -> Answer:
+    h = connection.h11
+    stream = connection.stream
+    status = 0
+    headers: list[tuple[str, str]] = []
+    body: CappedBody | None = None
+    while True:
+        event = h.next_event()
+        if event is h11.NEED_DATA:
+            try:
+                data = await stream.receive(_READ_SIZE)
+            except anyio.EndOfStream:
+                data = b""
+                if body is None:
+                    raise SendError(
+                        "RemoteProtocolError: Server disconnected without sending a response.",
+                        never_sent=False,
+                    ) from None
+            h.receive_data(data)
+        elif isinstance(event, h11.Response):
+            status = event.status_code
+            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers]
+            encoding = ""
+            for name, value in event.headers:
+                if name == b"content-length":
+                    check_declared_length(value.decode("latin-1"), cap, operation)
+                elif name == b"content-encoding":
+                    encoding = value.decode("latin-1")
+            body = CappedBody(encoding, cap, operation)
+        elif isinstance(event, h11.Data):
+            assert body is not None
+            body.feed(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            assert body is not None
+            return status, headers, body.value()
+        elif isinstance(event, h11.InformationalResponse):
+            continue  # 100 Continue and friends: the attempt's deadline bounds how many
+        else:  # ConnectionClosed before the answer ended
+            raise SendError(
+                "RemoteProtocolError: Server disconnected without sending a response.",
+                never_sent=False,
+            )
+
+
+def _reusable(connection: _Connection) -> bool:
+    h = connection.h11
+    # MUST_CLOSE (Connection: close, HTTP/1.0) leaves the states short of DONE.
+    if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
+        return False
+    data, closed = h.trailing_data
+    if data or closed:
+        # Bytes after the answer were never asked for: they must never be
+        # read as the answer to the next request.
+        return False
+    h.start_next_cycle()
+    return True
+
+
+def _untouched(connection: _Connection) -> bool:
+    """Nothing arrived since the last answer: no bytes, no close. One syscall."""
+    if _read_ahead(connection.stream):
+        return False
+    # Readable means bytes arrived or the peer closed (POLLHUP/POLLERR always count).
+    return not connection.poller.poll(0)
+
+
+def _read_ahead(stream: object) -> bool:
+    """Bytes anyio already took off the socket but nobody read.
+
+    A peek at the socket cannot see them: the TLS layer's buffers, and the
+    queue asyncio's protocol fills while a receive is pending. anyio has no
+    public attribute for this, so its internals are looked at defensively.
+    """
+    while True:
+        ssl_object = getattr(stream, "_ssl_object", None)
+        if ssl_object is not None:
+            read_bio = getattr(stream, "_read_bio", None)
+            if ssl_object.pending() or (read_bio is not None and read_bio.pending):
+                return True
+            stream = getattr(stream, "transport_stream", None)
+            continue
+        protocol = getattr(stream, "_protocol", None)
+        if protocol is None:
+            return False
+        return bool(
+            getattr(protocol, "read_queue", None)
+            or getattr(protocol, "is_at_eof", False)
+            or getattr(protocol, "exception", None) is not None
+        )
+
+
+def _reason(exc: BaseException) -> str:
+    # anyio and ssl often keep the useful words (a certificate failure, the
+    # refused address) on the exception they chain from.
+    cause: BaseException | None = exc
+    for _ in range(6):
+        if cause is None:
+            break
+        text = str(cause)
+        if text:
+            return text
+        cause = cause.__cause__ or cause.__context__
+    return type(exc).__name__
+
+
+def _ca_bundle() -> str | None:
+    # The same trust as httpx gave before this pool: certifi's bundle when it
+    # is installed (it comes with httpx), the system's otherwise.
+    try:
+        import certifi
+    except ImportError:  # pragma: no cover
+        return None
+    return str(certifi.where())
