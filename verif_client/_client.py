@@ -27,7 +27,6 @@ from ._codec import (
 from ._errors import (
     DeliveryUnknownError,
     HTTPStatusError,
-    ResponseTooLargeError,
     TransportError,
     VerifClientError,
 )
@@ -352,9 +351,11 @@ class VerificationClient:
             began = anyio.current_time()
             # One deadline per attempt, and no attempt outlives the call's deadline.
             left = policy.deadline - (began - started)
-            timeout = self.timeout if attempt == 1 else max(0.0, min(self.timeout, left))
+            time_limit = self.timeout if attempt == 1 else max(0.0, min(self.timeout, left))
             try:
-                status, headers, body = await self._send_once(op, request, hook, timeout=timeout)
+                status, headers, body = await self._send_once(
+                    op, request, hook, time_limit=time_limit
+                )
                 result = codec.decode(op, status, headers, body)
             except SendError as exc:
                 never_sent = exc.never_sent
@@ -363,8 +364,7 @@ class VerificationClient:
                     failure = TransportError(str(exc), operation=op.name)
                 else:
                     failure = DeliveryUnknownError(
-                        f"{exc}; the request may have reached the service, "
-                        "so it was not repeated",
+                        f"{exc}; the request may have reached the service, so it was not repeated",
                         operation=op.name,
                         phone_number=_phone_of(params),
                     )
@@ -392,7 +392,7 @@ class VerificationClient:
         request: HTTPRequest,
         before_send: Callable[[], Awaitable[None]] | None = None,
         *,
-        timeout: float | None = None,
+        time_limit: float | None = None,
     ) -> Answer:
         sender = self._sender()
         if self._rate is None and self.rate_limit is not None:
@@ -412,7 +412,7 @@ class VerificationClient:
                 await before_send()
             return await sender.send(
                 request,
-                timeout=self.timeout if timeout is None else timeout,
+                time_limit=self.timeout if time_limit is None else time_limit,
                 max_response_bytes=self.max_response_bytes,
                 operation=op.name,
             )

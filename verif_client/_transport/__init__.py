@@ -35,10 +35,10 @@ class SendError(Exception):
 
 
 class Sender(Protocol):
-    """Sends one request description; the total time of an attempt is ``timeout``."""
+    """Sends one request description; ``time_limit`` seconds bound the whole attempt."""
 
     async def send(
-        self, request: HTTPRequest, *, timeout: float, max_response_bytes: int, operation: str
+        self, request: HTTPRequest, *, time_limit: float, max_response_bytes: int, operation: str
     ) -> Answer: ...
 
     async def aclose(self) -> None: ...

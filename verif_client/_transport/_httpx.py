@@ -41,13 +41,13 @@ class HttpxSender:
         self._urls: dict[str, httpx.URL] = {}
 
     async def send(
-        self, request: HTTPRequest, *, timeout: float, max_response_bytes: int, operation: str
+        self, request: HTTPRequest, *, time_limit: float, max_response_bytes: int, operation: str
     ) -> Answer:
         url = self._url(request.path)
         headers = [*request.headers, ("Accept-Encoding", ACCEPT_ENCODING)]
         answer: Answer | None = None
         try:
-            with anyio.move_on_after(timeout):
+            with anyio.move_on_after(time_limit):
                 if self._client is not None:
                     built = self._client.build_request(
                         request.method, url, headers=headers, content=request.body
@@ -55,13 +55,13 @@ class HttpxSender:
                     response = await self._client.send(built, stream=True, follow_redirects=False)
                 else:
                     assert self._transport is not None
-                    phases = {"connect": timeout, "read": timeout, "write": timeout}
+                    phases = {"connect": time_limit, "read": time_limit, "write": time_limit}
                     built = httpx.Request(
                         request.method,
                         url,
                         headers=headers,
                         content=request.body,
-                        extensions={"timeout": {**phases, "pool": timeout}},
+                        extensions={"timeout": {**phases, "pool": time_limit}},
                     )
                     response = await self._transport.handle_async_request(built)
                 try:
@@ -74,7 +74,7 @@ class HttpxSender:
         if answer is None:
             # What was written is unknown here: the request may have left.
             raise SendError(
-                f"Timeout: no complete answer within {timeout:g} s (one deadline per attempt)",
+                f"Timeout: no complete answer within {time_limit:g} s (one deadline per attempt)",
                 never_sent=False,
             )
         return answer

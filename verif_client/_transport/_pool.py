@@ -107,30 +107,28 @@ class ConnectionPool:
         return len(self._idle) + len(self._busy)
 
     async def send(
-        self, request: HTTPRequest, *, timeout: float, max_response_bytes: int, operation: str
+        self, request: HTTPRequest, *, time_limit: float, max_response_bytes: int, operation: str
     ) -> Answer:
         if self._problem is not None:
             raise SendError(self._problem, never_sent=True)
         attempt = _Attempt()
         answer: Answer | None = None
         try:
-            with anyio.move_on_after(timeout):
+            with anyio.move_on_after(time_limit):
                 answer = await self._attempt(request, max_response_bytes, operation, attempt)
         except h11.ProtocolError as exc:
-            raise SendError(
-                f"RemoteProtocolError: {exc}", never_sent=not attempt.written
-            ) from None
+            raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             kind = "ReadError" if attempt.written else "WriteError"
             raise SendError(f"{kind}: {_reason(exc)}", never_sent=False) from None
         if answer is None:
             if attempt.connection is None:
                 raise SendError(
-                    f"ConnectTimeout: no connection to {self._authority} within {timeout:g} s",
+                    f"ConnectTimeout: no connection to {self._authority} within {time_limit:g} s",
                     never_sent=True,
                 )
             raise SendError(
-                f"Timeout: no complete answer within {timeout:g} s (one deadline per attempt)",
+                f"Timeout: no complete answer within {time_limit:g} s (one deadline per attempt)",
                 never_sent=not attempt.written,
             )
         # Outside the deadline: the answer is whole, and returning the
@@ -166,7 +164,9 @@ class ConnectionPool:
             headers.append(("Content-Length", str(len(request.body))))
         parts = [
             h.send(
-                h11.Request(method=request.method, target=self._prefix + request.path, headers=headers)
+                h11.Request(
+                    method=request.method, target=self._prefix + request.path, headers=headers
+                )
             )
         ]
         if request.body:
@@ -267,7 +267,9 @@ async def _read_answer(connection: _Connection, cap: int, operation: str) -> Ans
             h.receive_data(data)
         elif isinstance(event, h11.Response):
             status = event.status_code
-            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers]
+            headers = [
+                (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
+            ]
             encoding = ""
             for name, value in event.headers:
                 if name == b"content-length":

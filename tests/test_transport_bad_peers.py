@@ -1,0 +1,442 @@
+"""The connection layer against bad peers: raw TCP servers of the test's own.
+
+Each server here writes bytes by hand, the way a broken or hostile service
+would, and each test asserts the library's typed error (never an h11, anyio or
+httpx exception) and that the call ended within its deadline (a generous
+``fail_after`` guard: no timing is asserted). The servers' pauses are the
+attack itself (a trickle, a stream of 100-Continues); nothing waits on a sleep.
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+from functools import partial
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import asmx
+import httpx
+import pytest
+from relsupport import PASSWORD, USER, client_sockets_to, task_count, wait_for
+
+import verif_client as vc
+
+pytestmark = pytest.mark.anyio
+
+Handler = Callable[[anyio.abc.SocketStream], Awaitable[None]]
+GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
+SEND = "SecureLink_Confirmation_SendRequestViaSms"
+VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
+FAST_RETRY = vc.RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002, deadline=1.5)
+# Without one deadline per attempt, these peers hold a call for a minute or more.
+GUARD = 15
+
+
+def answer(operation: str, content: str) -> bytes:
+    return asmx.response(vc.Binding.SOAP11, vc.get_operation(operation), content)
+
+
+def http_response(body: bytes, *, status: bytes = b"200 OK", headers: bytes = b"") -> bytes:
+    return (
+        b"HTTP/1.1 %s\r\nContent-Type: text/xml; charset=utf-8\r\nContent-Length: %d\r\n%s\r\n%s"
+        % (status, len(body), headers, body)
+    )
+
+
+SMS_SENT = http_response(answer(SEND, "<SecureLinkRequestId>7</SecureLinkRequestId>"))
+NOT_VERIFIED = http_response(answer(VERIFIED, "<Verified>false</Verified>"))
+VERIFIED_TRUE = http_response(answer(VERIFIED, "<Verified>true</Verified>"))
+
+
+class Wire:
+    """Reads whole requests (head and Content-Length body) off one server connection."""
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    async def _more(self) -> bool:
+        try:
+            self.buffer += await self.stream.receive()
+        except GONE:
+            return False
+        return True
+
+    async def request(self) -> bytes | None:
+        """The next request, or None once the client hung up."""
+        while b"\r\n\r\n" not in self.buffer:
+            if not await self._more():
+                return None
+        head, _, rest = self.buffer.partition(b"\r\n\r\n")
+        self.buffer = rest
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(self.buffer) < length:
+            if not await self._more():
+                return None
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return head + b"\r\n\r\n" + body
+
+
+@asynccontextmanager
+async def raw_server(handle: Handler, host: str = "127.0.0.1") -> AsyncIterator[int]:
+    """Serve ``handle`` on a loopback port of this event loop; yield the port."""
+
+    async def guarded(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            try:
+                await handle(stream)
+            except GONE:
+                pass  # the client hung up: what a bad peer sees when it is cut off
+
+    listener = await anyio.create_tcp_listener(local_host=host, local_port=0)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, guarded)
+        yield listener.extra(anyio.abc.SocketAttribute.local_port)
+        tg.cancel_scope.cancel()
+
+
+def client(port: int, **options: Any) -> vc.VerificationClient:
+    return vc.VerificationClient(
+        f"http://127.0.0.1:{port}", username=USER, password=PASSWORD, **options
+    )
+
+
+async def send_sms(client: vc.VerificationClient) -> vc.RequestResult:
+    return await client.send_confirmation_sms("5125550100", "Is this you?")
+
+
+# -- one deadline per attempt ------------------------------------------------
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.requests = 0
+
+
+def trickling(counter: Counter, response: bytes) -> Handler:
+    """Answers one byte every 0.1 s: each read is quick, the whole answer takes a minute."""
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            counter.requests += 1
+            for index in range(len(response)):
+                await stream.send(response[index : index + 1])
+                await anyio.sleep(0.1)
+
+    return handle
+
+
+def continuing(counter: Counter) -> Handler:
+    """A 100 Continue every 0.3 s, forever: under a 0.5 s read timeout each time."""
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            counter.requests += 1
+            while True:
+                await stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await anyio.sleep(0.3)
+
+    return handle
+
+
+@pytest.mark.parametrize("peer", ["trickle", "100-continue"])
+async def test_a_slow_peer_cannot_hold_an_sms_past_its_deadline(peer: str) -> None:
+    counter = Counter()
+    handle = trickling(counter, SMS_SENT) if peer == "trickle" else continuing(counter)
+    async with raw_server(handle) as port, client(port, timeout=0.5, retry=FAST_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.DeliveryUnknownError) as caught:
+            await send_sms(c)
+    assert "may have reached the service" in str(caught.value)
+    assert PASSWORD not in str(caught.value)
+    assert counter.requests == 1  # sent exactly once
+
+
+@pytest.mark.parametrize("peer", ["trickle", "100-continue"])
+async def test_a_slow_peer_cannot_hold_a_poll_past_its_deadline(peer: str) -> None:
+    counter = Counter()
+    handle = trickling(counter, NOT_VERIFIED) if peer == "trickle" else continuing(counter)
+    async with raw_server(handle) as port, client(port, timeout=0.5, retry=FAST_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+            await c.has_been_verified(4294967297)
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert "Timeout" in str(caught.value)
+    assert 1 <= counter.requests <= FAST_RETRY.attempts
+
+
+# -- connections that must not be reused --------------------------------------
+
+
+@pytest.mark.parametrize("when", ["same-write", "after-the-answer"])
+async def test_an_unrequested_answer_never_answers_the_next_call(when: str) -> None:
+    connections = 0
+    queued = anyio.Event()
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            if first and when == "same-write":
+                await stream.send(NOT_VERIFIED + VERIFIED_TRUE)
+            elif first:
+                await stream.send(NOT_VERIFIED)
+                await stream.send(VERIFIED_TRUE)
+            else:
+                await stream.send(NOT_VERIFIED)
+            queued.set()
+
+    async with raw_server(handle) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            assert (await c.has_been_verified(4294967297)).verified is False
+            await queued.wait()
+            # The queued "true" sits on the first connection: a false VERIFIED if read.
+            assert (await c.has_been_verified(4294967298)).verified is False
+    assert connections == 2
+
+
+async def test_a_connection_the_server_closed_while_idle_is_never_used() -> None:
+    served: list[int] = []
+    closed = anyio.Event()
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        index = len(served)
+        served.append(0)
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            served[index] += 1
+            await stream.send(SMS_SENT)  # keep-alive: nothing says it will close
+            if index == 0:
+                stream.extra(anyio.abc.SocketAttribute.raw_socket).shutdown(socket.SHUT_RDWR)
+                closed.set()
+                return
+
+    async with raw_server(handle) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            assert (await send_sms(c)).request_id == 7
+            await closed.wait()
+            # Written into the closed connection, this SMS would be "delivery unknown".
+            assert (await send_sms(c)).request_id == 7
+    assert served == [1, 1]
+
+
+@pytest.mark.parametrize("framing", ["http/1.0", "connection-close"])
+async def test_close_delimited_answers_are_read_and_never_reused(framing: str) -> None:
+    body = answer(VERIFIED, "<Verified>true</Verified>")
+    if framing == "http/1.0":
+        raw = b"HTTP/1.0 200 OK\r\nContent-Type: text/xml\r\n\r\n" + body
+    else:
+        raw = http_response(body, headers=b"Connection: close\r\n")
+    connections = 0
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        nonlocal connections
+        connections += 1
+        if await Wire(stream).request() is not None:
+            await stream.send(raw)
+
+    async with raw_server(handle) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            for request_id in (4294967297, 4294967298):
+                assert (await c.has_been_verified(request_id)).verified is True
+    assert connections == 2
+
+
+# -- redirects ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [b"307 Temporary Redirect", b"308 Permanent Redirect"])
+@pytest.mark.parametrize("way", ["default", "http_client", "transport"])
+async def test_a_redirect_reaches_nothing_on_another_host(status: bytes, way: str) -> None:
+    elsewhere = Counter()
+
+    async def canary(stream: anyio.abc.SocketStream) -> None:
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            elsewhere.requests += 1
+            await stream.send(SMS_SENT)
+
+    async with raw_server(canary, host="127.0.0.2") as canary_port:
+        location = b"http://127.0.0.2:%d%s/%s" % (
+            canary_port,
+            vc.ENDPOINT_PATH.encode(),
+            SEND.encode(),
+        )
+
+        async def redirect(stream: anyio.abc.SocketStream) -> None:
+            wire = Wire(stream)
+            while await wire.request() is not None:
+                await stream.send(
+                    http_response(b"Moved", status=status, headers=b"Location: %s\r\n" % location)
+                )
+
+        async with raw_server(redirect) as port:
+            options: dict[str, Any] = {}
+            if way == "http_client":
+                options["http_client"] = httpx.AsyncClient(follow_redirects=True)
+            elif way == "transport":
+                options["transport"] = httpx.AsyncHTTPTransport()
+            try:
+                async with client(port, retry=vc.NO_RETRY, **options) as c:
+                    with anyio.fail_after(GUARD), pytest.raises(vc.HTTPStatusError) as caught:
+                        await send_sms(c)
+            finally:
+                if "http_client" in options:
+                    await options["http_client"].aclose()
+    assert caught.value.status_code == int(status[:3])
+    assert elsewhere.requests == 0
+
+
+# -- broken framing, oversized answers -----------------------------------------
+
+ONE_MB = 1024 * 1024
+BROKEN: dict[str, bytes] = {
+    "truncated-chunked": (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"400\r\n<soap:Envelope"
+    ),
+    "content-length-too-large": (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: 5000\r\n\r\n<a>short</a>"
+    ),
+    "close-after-headers": b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: 90\r\n\r\n",
+    "close-before-anything": b"",
+    "one-megabyte-headers": b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * ONE_MB + b"\r\n\r\n",
+    "not-http": b"SSH-2.0-OpenSSH_9.2\r\n\r\n",
+}
+
+
+def answering_then_closing(raw: bytes) -> Handler:
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        if await Wire(stream).request() is not None:
+            await stream.send(raw)
+
+    return handle
+
+
+@pytest.mark.parametrize("shape", list(BROKEN))
+async def test_broken_framing_is_a_typed_transport_error(shape: str) -> None:
+    async with raw_server(answering_then_closing(BROKEN[shape])) as port:
+        async with client(port, retry=vc.NO_RETRY) as c:
+            with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as read_error:
+                await c.get_mobile_consent_text()
+        async with client(port, retry=FAST_RETRY) as c:
+            with anyio.fail_after(GUARD), pytest.raises(vc.DeliveryUnknownError):
+                await send_sms(c)
+    assert not isinstance(read_error.value, vc.DeliveryUnknownError)
+    assert read_error.value.operation == "GetMobileConsentText"
+
+
+async def test_fifty_megabytes_close_delimited_are_refused_while_streaming() -> None:
+    written = 0
+    cut_off = anyio.Event()
+    chunk = b"<a>" + b"x" * (64 * 1024)
+
+    async def flood(stream: anyio.abc.SocketStream) -> None:
+        nonlocal written
+        try:
+            if await Wire(stream).request() is not None:
+                await stream.send(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+                while written < 50 * ONE_MB:
+                    await stream.send(chunk)
+                    written += len(chunk)
+        finally:
+            cut_off.set()
+
+    async with raw_server(flood) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.ResponseTooLargeError):
+            await c.get_mobile_consent_text()
+        with anyio.fail_after(GUARD):
+            await cut_off.wait()
+    assert written < 25 * ONE_MB
+
+
+async def test_a_gzip_bomb_is_refused() -> None:
+    bomb = gzip.compress(b"<a>" + b"\0" * (50 * ONE_MB), compresslevel=9)
+    raw = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Encoding: gzip\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(bomb), bomb)
+    )
+    async with (
+        raw_server(answering_then_closing(raw)) as port,
+        client(port, retry=vc.NO_RETRY) as c,
+    ):
+        with anyio.fail_after(GUARD), pytest.raises(vc.ResponseTooLargeError):
+            await c.get_mobile_consent_text()
+
+
+# -- nothing left behind with 1,024 connections open -----------------------------
+
+MANY = 1024
+
+
+class Hang:
+    """Runs on an event loop of its own thread (its tasks are not the client's):
+    reads each request, never answers, and closes when the client does."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+
+    async def handle(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            wire = Wire(stream)
+            if await wire.request() is not None:
+                self.waiting += 1
+                while await wire._more():
+                    pass
+
+
+@contextmanager
+def hanging_server() -> Iterator[tuple[Hang, int]]:
+    hang = Hang()
+    with anyio.from_thread.start_blocking_portal() as portal:
+        listener = portal.call(partial(anyio.create_tcp_listener, local_host="127.0.0.1"))
+        serving = portal.start_task_soon(listener.serve, hang.handle)
+        try:
+            yield hang, listener.extra(anyio.abc.SocketAttribute.local_port)
+        finally:
+            serving.cancel()
+            portal.call(listener.aclose)
+
+
+@pytest.mark.parametrize("how", ["cancel", "aclose"])
+async def test_nothing_is_left_behind_with_1024_connections_open(how: str) -> None:
+    with hanging_server() as (hang, port):
+        baseline = task_count()
+        c = client(port, max_connections=MANY, retry=vc.NO_RETRY)
+        errors: list[BaseException] = []
+
+        async def one() -> None:
+            try:
+                await c.get_mobile_consent_text()
+            except vc.VerifClientError as exc:
+                errors.append(exc)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for _ in range(MANY):
+                    tg.start_soon(one)
+                await wait_for(lambda: hang.waiting == MANY, "every call in flight", 60)
+                assert client_sockets_to(port) == MANY
+                if how == "cancel":
+                    tg.cancel_scope.cancel()
+                else:
+                    await c.aclose()
+            await wait_for(lambda: client_sockets_to(port) == 0, "every socket closed")
+            await c.aclose()
+        assert task_count() == baseline
+        if how == "aclose":
+            assert len(errors) == MANY
+            assert all(type(exc) is vc.TransportError for exc in errors), errors[:3]
+        else:
+            assert errors == []
