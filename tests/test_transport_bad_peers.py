@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import gzip
 import socket
-from functools import partial
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
+from functools import partial
 from typing import Any
 
 import anyio
@@ -91,11 +91,10 @@ async def raw_server(handle: Handler, host: str = "127.0.0.1") -> AsyncIterator[
     """Serve ``handle`` on a loopback port of this event loop; yield the port."""
 
     async def guarded(stream: anyio.abc.SocketStream) -> None:
+        # The client hanging up is what a bad peer sees when it is cut off.
         async with stream:
-            try:
+            with suppress(*GONE):
                 await handle(stream)
-            except GONE:
-                pass  # the client hung up: what a bad peer sees when it is cut off
 
     listener = await anyio.create_tcp_listener(local_host=host, local_port=0)
     async with listener, anyio.create_task_group() as tg:
@@ -309,7 +308,9 @@ BROKEN: dict[str, bytes] = {
     "content-length-too-large": (
         b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: 5000\r\n\r\n<a>short</a>"
     ),
-    "close-after-headers": b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: 90\r\n\r\n",
+    "close-after-headers": (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: 90\r\n\r\n"
+    ),
     "close-before-anything": b"",
     "one-megabyte-headers": b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * ONE_MB + b"\r\n\r\n",
     "not-http": b"SSH-2.0-OpenSSH_9.2\r\n\r\n",
