@@ -123,19 +123,7 @@ async def httpx_lxml_poller(
 ) -> int:
     """The least a hand-written client does: a template, a POST, one parse."""
     url = base_url + ENDPOINT_PATH
-    template = (
-        '<?xml version="1.0" encoding="utf-8"?><soap:Envelope '
-        'xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Header>'
-        f'<AuthenticationHeader xmlns="{DEFAULT_NAMESPACE}"><ApiUsername>bench-user</ApiUsername>'
-        "<ApiPassword>s3cret&amp;&lt;pw&gt;</ApiPassword></AuthenticationHeader></soap:Header>"
-        f'<soap:Body><SecureLink_SecurityCode_HasBeenVerified xmlns="{DEFAULT_NAMESPACE}">'
-        "<RequestId>%d</RequestId></SecureLink_SecurityCode_HasBeenVerified></soap:Body>"
-        "</soap:Envelope>"
-    )
-    headers = {
-        "Content-Type": "text/xml; charset=utf-8",
-        "SOAPAction": f'"{DEFAULT_NAMESPACE}/SecureLink_SecurityCode_HasBeenVerified"',
-    }
+    template, headers = workload.HAND_TEMPLATE, workload.HAND_HEADERS
     queue = deque(ids)
     polls = 0
     async with httpx.AsyncClient(

@@ -84,6 +84,22 @@ def write_wsdl(directory: Path, location: str = BASE_URL + ENDPOINT_PATH) -> Pat
     return path
 
 
+# What a hand-written client sends: a HasBeenVerified envelope as a %d template.
+HAND_TEMPLATE: Final = (
+    '<?xml version="1.0" encoding="utf-8"?><soap:Envelope '
+    'xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Header>'
+    f'<AuthenticationHeader xmlns="{DEFAULT_NAMESPACE}"><ApiUsername>bench-user</ApiUsername>'
+    "<ApiPassword>s3cret&amp;&lt;pw&gt;</ApiPassword></AuthenticationHeader></soap:Header>"
+    f'<soap:Body><SecureLink_SecurityCode_HasBeenVerified xmlns="{DEFAULT_NAMESPACE}">'
+    "<RequestId>%d</RequestId></SecureLink_SecurityCode_HasBeenVerified></soap:Body>"
+    "</soap:Envelope>"
+)
+HAND_HEADERS: Final = {
+    "Content-Type": "text/xml; charset=utf-8",
+    "SOAPAction": f'"{DEFAULT_NAMESPACE}/SecureLink_SecurityCode_HasBeenVerified"',
+}
+
+
 # -- a service that verifies every id on its 5th poll, without a simulator ----
 
 _SOAP_ID: Final = re.compile(rb"<(?:\w+:)?RequestId>(\d+)<")

@@ -17,6 +17,7 @@ What a bad peer cannot do to it:
 
 from __future__ import annotations
 
+import re
 import select
 import ssl
 from collections import deque
@@ -40,6 +41,23 @@ from ._body import CappedBody, check_declared_length
 KEEPALIVE_EXPIRY: Final = 5.0
 _READ_SIZE: Final = 65536
 _USER_AGENT: Final = "verif-client"
+_HEADS_CACHED: Final = 64
+# RFC 9110 tokens; a target and header values without controls or line
+# breaks (visible ASCII): nothing can be smuggled into the request.
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_TARGET: Final = re.compile(r"/[\x21-\x7e]*")
+_VALUE: Final = re.compile(r"[\x20-\x7e]*")
+_END: Final = h11.EndOfMessage()
+_STAND_INS: dict[str, h11.Request] = {}
+
+
+def _stand_in(method: str) -> h11.Request:
+    event = _STAND_INS.get(method)
+    if event is None:
+        event = _STAND_INS[method] = h11.Request(
+            method=method, target="/", headers=[("Host", "stand-in")]
+        )
+    return event
 
 
 class _Connection:
@@ -101,6 +119,7 @@ class ConnectionPool:
         self._max_idle = max_idle
         self._expiry = keepalive_expiry
         self._closed = False
+        self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], bytes] = {}
 
     @property
     def open_connections(self) -> int:
@@ -154,25 +173,44 @@ class ConnectionPool:
             raise
 
     def _request_bytes(self, h: h11.Connection, request: HTTPRequest) -> bytes:
+        key = (request.method, request.path, request.headers)
+        head = self._heads.get(key)
+        if head is None:
+            head = self._head(request)
+            # SOAP and POST requests have a handful of shapes; GET paths carry
+            # the parameters, so the cache stops growing rather than hold them all.
+            if len(self._heads) < _HEADS_CACHED:
+                self._heads[key] = head
+        # h11 reads the answer; what it must know of the request is only the
+        # method (a HEAD answer has no body) and that the connection may stay
+        # open, so it is told with a stand-in of the same method.
+        h.send(_stand_in(request.method))
+        h.send(_END)
+        body = request.body
+        if body or request.method not in ("GET", "HEAD"):
+            return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
+        return head + b"\r\n"
+
+    def _head(self, request: HTTPRequest) -> bytes:
+        """The request line and headers (without Content-Length), checked once per shape."""
+        target = self._prefix + request.path
         headers = [
             ("Host", self._authority),
             *request.headers,
             ("Accept-Encoding", ACCEPT_ENCODING),
             ("User-Agent", _USER_AGENT),
         ]
-        if request.body or request.method not in ("GET", "HEAD"):
-            headers.append(("Content-Length", str(len(request.body))))
-        parts = [
-            h.send(
-                h11.Request(
-                    method=request.method, target=self._prefix + request.path, headers=headers
-                )
-            )
-        ]
-        if request.body:
-            parts.append(h.send(h11.Data(data=request.body)))
-        parts.append(h.send(h11.EndOfMessage()))
-        return b"".join(part for part in parts if part)
+        problem = None
+        if not _TOKEN.fullmatch(request.method) or not _TARGET.fullmatch(target):
+            problem = f"request line {request.method} {target!r}"
+        for name, value in headers:
+            if not _TOKEN.fullmatch(name) or not _VALUE.fullmatch(value):
+                problem = f"header {name!r}"
+        if problem is not None:
+            raise SendError(f"LocalProtocolError: illegal {problem}", never_sent=True)
+        lines = [f"{request.method} {target} HTTP/1.1"]
+        lines.extend(f"{name}: {value}" for name, value in headers)
+        return ("\r\n".join(lines) + "\r\n").encode("ascii")
 
     async def _checkout(self) -> _Connection:
         # A call cancelled before its request is written must not take (and so

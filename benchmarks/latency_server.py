@@ -1,0 +1,117 @@
+"""A near remote service: a minimal asyncio Protocol server in its own process.
+
+``python -m benchmarks.latency_server DELAY_MS CPU`` answers every request
+(any path) with the same canned SOAP 1.1 HasBeenVerified ``true`` after
+DELAY_MS milliseconds, prints its port as one JSON line and serves until stdin
+closes. It does as little as a server can (find the end of each request, one
+timer, one write), so the client's cost is what the benchmark sees. Pinned to
+CPU ``CPU`` (when the machine has it), away from the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from verif_client import Binding, VerificationResult
+
+from . import workload
+from .common import ROOT
+
+
+def canned_response() -> bytes:
+    body = workload.response_body(workload.VERIFIED_OP, Binding.SOAP11, VerificationResult(True))
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/xml; charset=utf-8\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(body), body)
+    )
+
+
+class _Answering(asyncio.Protocol):
+    def __init__(self, response: bytes, delay: float) -> None:
+        self.response = response
+        self.delay = delay
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        loop = asyncio.get_running_loop()
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end].lower()
+            length = 0
+            at = head.find(b"content-length:")
+            if at >= 0:
+                length = int(head[at + 15 :].split(b"\r\n", 1)[0])
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.buffer = self.buffer[end + 4 + length :]
+            loop.call_later(self.delay, self.reply)
+
+    def reply(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(self.response)
+
+
+async def _main(delay: float) -> None:
+    loop = asyncio.get_running_loop()
+    response = canned_response()
+    server = await loop.create_server(
+        lambda: _Answering(response, delay), "127.0.0.1", 0, backlog=4096
+    )
+    port = server.sockets[0].getsockname()[1]
+    print(json.dumps({"base_url": f"http://127.0.0.1:{port}"}), flush=True)
+    await loop.run_in_executor(None, sys.stdin.read)
+    server.close()
+
+
+def pin(cpu: int) -> bool:
+    """Run this process on one CPU only, if the machine has it."""
+    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if len(available) < 2 or cpu not in available:
+        return False
+    os.sched_setaffinity(0, {cpu})
+    return True
+
+
+@contextmanager
+def running(delay_ms: float, cpu: int = 0) -> Iterator[dict[str, Any]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.latency_server", str(delay_ms), str(cpu)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError("the latency server exited before listening")
+        yield json.loads(line)
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+if __name__ == "__main__":
+    pin(int(sys.argv[2]))
+    asyncio.run(_main(float(sys.argv[1]) / 1000))
