@@ -121,39 +121,32 @@ def issue5(contender: str, count: int, wsdl_dir: str) -> dict[str, Any]:
     return result
 
 
-def startup(contender: str, wsdl: str) -> dict[str, Any]:
-    """Import, (WSDL load,) and one HasBeenVerified call over a MockTransport."""
+def startup(contender: str, wsdl: str, base_url: str) -> dict[str, Any]:
+    """Import, (WSDL load,) and one HasBeenVerified call, each library on its
+    own default connection layer, to a server on loopback that answers at once."""
     import asyncio
 
-    import httpx
-
-    body = sys.stdin.buffer.read()
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/xml"}, content=body)
-
-    transport = httpx.MockTransport(handler)
     if contender == "verif_client":
         import verif_client
 
         async def first_call() -> object:
             async with verif_client.VerificationClient(
-                "http://sim.test", username="u", password="p", transport=transport
+                base_url, username="u", password="p"
             ) as client:
                 return await client.has_been_verified(2**32 + 1)
     else:
         import zeep
-        from zeep.transports import AsyncTransport
 
-        client = zeep.AsyncClient(
-            wsdl, transport=AsyncTransport(client=httpx.AsyncClient(transport=transport))
-        )
+        client = zeep.AsyncClient(wsdl)
 
         async def first_call() -> object:
             header = {"AuthenticationHeader": {"ApiUsername": "u", "ApiPassword": "p"}}
-            return await client.service.SecureLink_SecurityCode_HasBeenVerified(
-                RequestId=2**32 + 1, _soapheaders=header
-            )
+            try:
+                return await client.service.SecureLink_SecurityCode_HasBeenVerified(
+                    RequestId=2**32 + 1, _soapheaders=header
+                )
+            finally:
+                await client.transport.aclose()
 
     result = asyncio.run(first_call())
     return {"seconds": time.perf_counter() - STARTED, "result": repr(result)[:80]}
@@ -166,5 +159,5 @@ if __name__ == "__main__":
     elif kind == "issue5":
         out = issue5(args[0], int(args[1]), args[2])
     else:
-        out = startup(args[0], args[1])
+        out = startup(args[0], args[1], args[2])
     print(json.dumps(out))
