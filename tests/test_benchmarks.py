@@ -24,3 +24,16 @@ def test_quick_codec_benchmark_runs() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "SecureLink_SecurityCode_HasBeenVerified" in done.stdout
     assert "codec: every operation x binding cheaper than zeep" in done.stdout
+
+
+def test_quick_overhead_benchmark_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--only", "overhead", "--no-save"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "a full call via transport=" in done.stdout

@@ -1,0 +1,122 @@
+"""What the connection layer promises besides surviving bad peers
+(test_transport_bad_peers.py): how a user's httpx transport or client is used,
+idle expiry, and that the default path does not load httpx."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import httpx
+import pytest
+from relsupport import PASSWORD, USER
+from test_transport_bad_peers import NOT_VERIFIED, Wire, raw_server
+
+import verif_client as vc
+from verif_client._transport import _pool
+from verif_client.simulator import Simulator
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Recording(httpx.AsyncBaseTransport):
+    """Answers through the simulator and keeps what it was handed."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.ASGITransport(app=Simulator(credentials=(USER, PASSWORD)))
+        self.requests: list[httpx.Request] = []
+        self.closed = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_a_transport_is_called_directly_and_closed_with_the_client() -> None:
+    transport = Recording()
+    async with vc.VerificationClient(
+        "http://s", username=USER, password=PASSWORD, transport=transport
+    ) as client:
+        assert await client.get_mobile_consent_text()
+    (request,) = transport.requests
+    # An AsyncClient around it would have added its own headers (python-httpx's User-Agent).
+    assert "python-httpx" not in request.headers.get("user-agent", "")
+    assert request.extensions["timeout"]["read"] == 30.0
+    assert transport.closed
+
+
+async def test_an_injected_client_never_follows_redirects() -> None:
+    # The loopback version (a 307/308 to 127.0.0.2) is in test_transport_bad_peers.py.
+    seen: list[str] = []
+
+    def redirect(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(307, headers={"location": "http://elsewhere.test/steal"})
+
+    async with httpx.AsyncClient(
+        transport=httpx.MockTransport(redirect), follow_redirects=True
+    ) as http:
+        async with vc.VerificationClient("http://s", http_client=http, retry=vc.NO_RETRY) as c:
+            with pytest.raises(vc.HTTPStatusError):
+                await c.get_mobile_consent_text()
+        assert not http.is_closed
+    assert len(seen) == 1
+    assert "elsewhere" not in seen[0]
+
+
+async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
+    connections = 0
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        nonlocal connections
+        connections += 1
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            await stream.send(NOT_VERIFIED)
+
+    op = vc.get_operation("SecureLink_SecurityCode_HasBeenVerified")
+    request = vc.codec_for(vc.Binding.SOAP11).encode(op, {"RequestId": 4294967297})
+    async with raw_server(handle) as port:
+        for expiry, expected in ((60.0, 1), (0.0, 2)):
+            connections = 0
+            pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}", keepalive_expiry=expiry)
+            try:
+                for _ in range(2):
+                    status, _, _ = await pool.send(
+                        request, time_limit=10, max_response_bytes=1 << 20, operation=op.name
+                    )
+                    assert status == 200
+            finally:
+                await pool.aclose()
+            assert connections == expected
+
+
+def test_tls_trusts_certifis_bundle_by_default() -> None:
+    certifi = pytest.importorskip("certifi")
+    assert _pool._ca_bundle() == certifi.where()
+
+
+def test_the_default_path_does_not_import_httpx() -> None:
+    script = (
+        "import sys, anyio, verif_client as vc\n"
+        "async def main():\n"
+        "    async with vc.VerificationClient('http://127.0.0.1:9', retry=vc.NO_RETRY) as c:\n"
+        "        try:\n"
+        "            await c.get_mobile_consent_text()\n"
+        "        except vc.TransportError as exc:\n"
+        "            print(type(exc).__name__)\n"
+        "anyio.run(main)\n"
+        "print('httpx' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["TransportError", "False"]
