@@ -9,7 +9,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +143,30 @@ def ratio(numerator: float, denominator: float) -> str:
 
 def mark(met: bool) -> str:
     return "met" if met else "**not met**"
+
+
+@contextmanager
+def server_process(module: str, *args: str) -> Iterator[dict[str, Any]]:
+    """Start ``python -m module args``, a server that prints one JSON line once it
+    listens and serves until its stdin closes; yield that line; stop it on exit."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{module} exited before listening")
+        yield json.loads(line)
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

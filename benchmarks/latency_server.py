@@ -13,16 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from verif_client import Binding, VerificationResult
 
 from . import workload
-from .common import ROOT
+from .common import server_process
 
 
 def canned_response() -> bytes:
@@ -87,29 +85,9 @@ def pin(cpu: int) -> bool:
     return True
 
 
-@contextmanager
-def running(delay_ms: float, cpu: int = 0) -> Iterator[dict[str, Any]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.latency_server", str(delay_ms), str(cpu)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line:
-            raise RuntimeError("the latency server exited before listening")
-        yield json.loads(line)
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+def running(delay_ms: float, cpu: int = 0) -> AbstractContextManager[dict[str, Any]]:
+    """Start the server process; yield what it printed (``base_url``); stop it on exit."""
+    return server_process("benchmarks.latency_server", str(delay_ms), str(cpu))
 
 
 if __name__ == "__main__":

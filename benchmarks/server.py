@@ -9,10 +9,8 @@ separate process keeps the server off the client's event loop and its GIL.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import anyio
@@ -21,7 +19,7 @@ from anyio.to_thread import run_sync
 from verif_client.simulator import serve
 
 from . import workload
-from .common import ROOT
+from .common import server_process
 
 
 async def _main(count: int) -> None:
@@ -47,30 +45,9 @@ async def _main(count: int) -> None:
             tg.cancel_scope.cancel()
 
 
-@contextmanager
-def running(count: int) -> Iterator[dict[str, Any]]:
+def running(count: int) -> AbstractContextManager[dict[str, Any]]:
     """Start the server process; yield what it printed; stop it on exit."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.server", str(count)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line:
-            raise RuntimeError("the simulator process exited before listening")
-        yield json.loads(line)
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    return server_process("benchmarks.server", str(count))
 
 
 if __name__ == "__main__":

@@ -138,8 +138,8 @@ class ConnectionPool:
         except h11.ProtocolError as exc:
             raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            kind = "ReadError" if attempt.written else "WriteError"
-            raise SendError(f"{kind}: {_reason(exc)}", never_sent=False) from None
+            reason = "the client was closed" if self._closed else _reason(exc)
+            raise SendError(f"ReadError: {reason}", never_sent=not attempt.written) from None
         if answer is None:
             if attempt.connection is None:
                 raise SendError(
