@@ -252,7 +252,7 @@ def _median(values: list[float | None]) -> float | None:
 def run(report: Report, settings: Settings) -> None:
     # The warm-up covers opening 1,024 connections at once (a SYN dropped from a
     # full accept queue is retried after a second).
-    warm, window = (2.0, 1.5) if settings.quick else (3.0, 3.0)
+    warm, window = (2.0, 1.5) if settings.quick else (2.0, 2.0)
     repeats = settings.scaled(3, 1)
     names = list(CONTENDERS)
     figures: dict[str, dict[str, dict[str, Any]]] = {}
