@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from verif_client._journal import open_journal
@@ -34,6 +35,12 @@ CLI = (sys.executable, "-m", "verif_client._cli")
 SEND = "SecureLink_Confirmation_SendRequestViaSms"
 
 
+# A near remote service answers after some milliseconds, so a send stays in
+# flight long enough for the kill to catch some (on loopback the client's own
+# pool finishes one in about a millisecond).
+LATENCY = 0.05
+
+
 class Clocked:
     """The simulator, with the arrival time of every request it is asked."""
 
@@ -44,6 +51,7 @@ class Clocked:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             self.arrivals.append(time.monotonic())
+            await anyio.sleep(LATENCY)
         await self.app(scope, receive, send)
 
 
