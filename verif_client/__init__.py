@@ -23,6 +23,16 @@ from ._errors import (
     TransportError,
     VerifClientError,
 )
+from ._hooks import (
+    Hooks,
+    LimitWaited,
+    PollAdded,
+    PollPolled,
+    PollSettled,
+    RequestEnded,
+    RequestStarted,
+    RetryScheduled,
+)
 from ._operations import OPERATIONS, Operation, get_operation
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 from ._ratelimit import Limiter, RateLimiter
@@ -31,6 +41,14 @@ from ._retry import NO_RETRY, RetryPolicy
 from ._sync import SyncVerificationClient
 
 __all__ = [
+    "RetryScheduled",
+    "RequestStarted",
+    "RequestEnded",
+    "PollSettled",
+    "PollPolled",
+    "PollAdded",
+    "LimitWaited",
+    "Hooks",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_NAMESPACE",
     "ENDPOINT_PATH",

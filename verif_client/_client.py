@@ -6,7 +6,7 @@ import http.cookiejar
 import logging
 import random
 import ssl
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
@@ -14,7 +14,7 @@ from typing import Any, Final, Self, TypeVar
 import anyio
 import httpx
 
-from . import _polling
+from . import _hooks, _polling
 from ._bindings import codec_for
 from ._codec import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -94,6 +94,7 @@ class VerificationClient:
         verify: bool | ssl.SSLContext = True,
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
@@ -135,6 +136,7 @@ class VerificationClient:
         self._rng = random.Random()
         self._urls: dict[str, httpx.URL] = {}
         self._closed = False
+        self._hooks = _hooks.dispatch(hooks, self.base_url)
 
     def __repr__(self) -> str:
         user = self._credentials.username if self._credentials else None
@@ -248,8 +250,11 @@ class VerificationClient:
         chosen = self.binding if binding is None else parse_binding(binding)
         codec = self._codecs[chosen]
         request = codec.encode(op, params, credentials=self._credentials)
-        return await self._exchange(
+        exchange = self._exchange(
             op, chosen, codec, request, params, retry or self.retry, before_send
+        )
+        return await (
+            exchange if self._hooks is None else self._hooks.call(op.name, chosen, exchange)
         )
 
     # -- polling -------------------------------------------------------------
@@ -331,6 +336,7 @@ class VerificationClient:
             policy=policy,
             max_concurrency=max_concurrency,
             keep_open=keep_open,
+            hooks=self._hooks,
         )
 
     # -- the exchange, with retries -----------------------------------------
@@ -383,7 +389,11 @@ class VerificationClient:
             pause = policy.backoff(attempt, self._rng)
             if anyio.current_time() + pause - started > policy.deadline:
                 raise failure
-            await anyio.sleep(pause)
+            await (
+                anyio.sleep(pause)
+                if self._hooks is None
+                else self._hooks.backoff(attempt, failure, began, pause)
+            )
 
     async def _send_once(
         self,
@@ -395,7 +405,8 @@ class VerificationClient:
         if self._rate is None and self.rate_limit is not None:
             self._rate = RateLimiter(self.rate_limit)
         if self._rate is not None:
-            await self._rate.acquire()
+            acquire = self._rate.acquire()
+            await (acquire if self._hooks is None else self._hooks.wait(_hooks.RATE_LIMIT, acquire))
         cap = self.max_response_bytes
         limiter = self._capacity()
         # acquire() always yields to the event loop, even with tokens to spare: a
@@ -404,7 +415,8 @@ class VerificationClient:
         try:
             limiter.acquire_nowait()
         except anyio.WouldBlock:
-            await limiter.acquire()
+            waiting = limiter.acquire()
+            await (waiting if self._hooks is None else self._hooks.wait(_hooks.CONNECTION, waiting))
         try:
             if before_send is not None:
                 await before_send()

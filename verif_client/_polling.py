@@ -49,6 +49,7 @@ from ._retry import RetryPolicy, grown
 
 if TYPE_CHECKING:
     from ._client import VerificationClient
+    from ._hooks import Dispatch
 
 logger = logging.getLogger("verif_client")
 
@@ -200,6 +201,7 @@ class PollStream:
         policy: PollPolicy,
         max_concurrency: int,
         rng: random.Random,
+        hooks: Dispatch | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
@@ -208,6 +210,7 @@ class PollStream:
         self._policy = policy
         self._max_concurrency = max_concurrency
         self._rng = rng
+        self._hooks = hooks
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)
@@ -237,6 +240,8 @@ class PollStream:
             )
             self._active += 1
             self._schedule(watch, now + self._policy.delay(1, self._rng))
+            if self._hooks is not None:
+                self._hooks.poll_added(kind.operation, request_id, watch.deadline - now)
 
     def close_input(self) -> None:
         """No more ids will be added: the stream ends once the last settles."""
@@ -330,6 +335,10 @@ class PollStream:
             status = PollStatus.FAILED
         watch.attempts = watch.polls
         now = anyio.current_time()
+        if self._hooks is not None:
+            self._hooks.poll_polled(
+                watch.kind.operation, watch.request_id, watch.polls, status, now - watch.started
+            )
         if status is None:
             if now < watch.deadline:
                 self._schedule(watch, now + policy.delay(watch.polls + 1, self._rng))
@@ -349,6 +358,10 @@ class PollStream:
             elapsed=now - watch.started,
         )
         self._active -= 1
+        if self._hooks is not None:
+            self._hooks.poll_settled(
+                watch.kind.operation, watch.request_id, status, watch.polls, now - watch.started
+            )
         self._results_in.send_nowait(outcome)
         if not self._active:
             self._wakeup.set()
@@ -363,8 +376,9 @@ async def poll(
     policy: PollPolicy,
     max_concurrency: int,
     keep_open: bool,
+    hooks: Dispatch | None = None,
 ) -> AsyncIterator[PollStream]:
-    stream = PollStream(client, kinds, policy, max_concurrency, random.Random())
+    stream = PollStream(client, kinds, policy, max_concurrency, random.Random(), hooks)
     if not isinstance(request_ids, AsyncIterable):
         for request_id in request_ids:
             stream.add(request_id)
