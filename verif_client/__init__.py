@@ -34,6 +34,7 @@ from ._hooks import (
     RetryScheduled,
 )
 from ._operations import OPERATIONS, Operation, get_operation
+from ._otel import OpenTelemetryHooks
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 from ._ratelimit import Limiter, RateLimiter
 from ._results import Location, LocationResult, RequestResult, VerificationResult
@@ -41,6 +42,7 @@ from ._retry import NO_RETRY, RetryPolicy
 from ._sync import SyncVerificationClient
 
 __all__ = [
+    "OpenTelemetryHooks",
     "RetryScheduled",
     "RequestStarted",
     "RequestEnded",

@@ -14,6 +14,7 @@ costs one attribute test.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, TypeVar
@@ -180,6 +181,9 @@ class _Call:
         self.status: int | None = None
 
 
+# Unique in the process: one hook may watch several clients.
+_CALL_IDS: Final = itertools.count(1)
+
 # The call this task is in: set around one call, read by the hook points inside it.
 _CURRENT: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
     "verif_client_call", default=None
@@ -199,7 +203,6 @@ class Dispatch:
         url = httpx.URL(base_url)
         self._server = (url.host, url.port)
         self._failed: set[int] = set()
-        self._next_id = 0
 
     def _emit(self, name: str, make: Callable[[], object]) -> None:
         listeners = self._listeners[name]
@@ -224,8 +227,7 @@ class Dispatch:
 
     async def call(self, operation: str, binding: Binding, exchange: Awaitable[_T]) -> _T:
         """Await ``exchange`` (one call, with its retries) between its start and end events."""
-        self._next_id += 1
-        record = _Call(self._next_id, operation, binding, anyio.current_time())
+        record = _Call(next(_CALL_IDS), operation, binding, anyio.current_time())
         host, port = self._server
         self._emit(
             "on_request_started",
