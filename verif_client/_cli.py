@@ -14,11 +14,12 @@ from typing import Any
 import anyio
 import attrs
 
-from . import _xsd
+from . import _prometheus, _xsd
 from ._bulk import BulkOptions, load_input, run_bulk, write_output
 from ._client import VerificationClient
 from ._codec import Binding
 from ._errors import VerifClientError
+from ._hooks import Hooks
 from ._journal import FINAL_STATES, Journal, JournalError, open_journal
 from ._operations import OPERATIONS, get_operation
 from ._progress import ProgressDisplay
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="serve the simulator on a port", description=simulator_main.DESCRIPTION
     )
     simulator_main.add_arguments(simulate)
+    _prometheus.add_arguments(simulate)
 
     bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
         dest="bulk_command", required=True
@@ -109,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="send again the rows whose SMS may or may not have left in a killed run",
     )
     _connection_args(run)
+    _prometheus.add_arguments(run)
 
     status = bulk.add_parser("status", help="counts of a journal's rows by state")
     status.add_argument("--journal", required=True, help=_JOURNAL_HELP)
@@ -125,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _client(args: argparse.Namespace, journal: Journal | None = None) -> VerificationClient:
+def _client(
+    args: argparse.Namespace, journal: Journal | None = None, hooks: Hooks | None = None
+) -> VerificationClient:
     """The client the flags describe; with a journal, ``--rate`` is the whole
     job's, shared by every worker of the job."""
     if not args.base_url:
@@ -145,6 +150,7 @@ def _client(args: argparse.Namespace, journal: Journal | None = None) -> Verific
         timeout=args.timeout,
         rate_limit=args.rate if journal is None else None,
         rate_limiter=journal.rate_limiter(args.rate) if journal is not None and args.rate else None,
+        hooks=hooks,
     )
 
 
@@ -189,15 +195,17 @@ async def _bulk_run(args: argparse.Namespace) -> int:
             deadline=args.deadline,
             resend_unknown=args.resend_unknown,
         )
-        client = _client(args, journal)
+        metrics = _prometheus.serve(args)
+        client = _client(args, journal, _prometheus.hooks_of(metrics))
         if args.input:
             data = await anyio.Path(args.input).read_bytes()
             load_input(journal, data, options, client.binding)
         elif not journal.is_loaded():
             raise UsageError("a new journal needs --input")
         display = ProgressDisplay()
+        on_progress = _prometheus.progress_of(metrics, display)
         async with client:
-            counts = await run_bulk(client, journal, args.output, options, display)
+            counts = await run_bulk(client, journal, args.output, options, on_progress)
         display.close()
     finally:
         journal.close()
@@ -238,6 +246,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from .simulator import _main as simulator_main
 
     simulator = simulator_main.simulator_from_args(args)
+    _prometheus.serve_simulator(args, simulator)
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(simulator_main.run, simulator, args.host, args.port)
     return 0
