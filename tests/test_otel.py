@@ -35,7 +35,7 @@ FAST_POLL = vc.PollPolicy(
 class Telemetry:
     def __init__(self) -> None:
         self.spans = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
+        self.tracer_provider = tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.reader = InMemoryMetricReader()
         meter_provider = MeterProvider(metric_readers=[self.reader])
@@ -138,6 +138,26 @@ async def test_a_span_per_call_with_http_client_attributes(telemetry: Telemetry)
     assert failed.attributes["http.response.status_code"] == 401
     assert failed.attributes["verif_client.binding"] == "soap12"
     assert failed.status.status_code is StatusCode.ERROR
+
+    # A call with a retry counts once; the retry is counted apart.
+    consent = {"operation": "GetMobileConsentText", "binding": "http-get"}
+    assert telemetry.value("verif_client.requests", **consent, outcome="success") == 1
+    assert telemetry.value("verif_client.retries", **consent, error_type="HTTPStatusError") == 1
+    assert telemetry.value("verif_client.limit.wait", limit="rate") == 3
+    assert telemetry.value("verif_client.requests", outcome="error") == 1
+
+
+async def test_the_span_of_a_call_is_a_child_of_the_callers_span(telemetry: Telemetry) -> None:
+    tracer = telemetry.tracer_provider.get_tracer("shop")
+    async with client_for(Simulator(), telemetry.hooks) as client:
+        with tracer.start_as_current_span("checkout"):
+            await client.get_mobile_consent_text()
+        await client.get_mobile_consent_text()
+    inside, checkout, outside = telemetry.finished()
+    assert checkout.name == "checkout"
+    assert inside.parent is not None
+    assert inside.parent.span_id == checkout.context.span_id
+    assert outside.parent is None
 
 
 async def test_no_password_or_body_in_any_attribute(telemetry: Telemetry) -> None:

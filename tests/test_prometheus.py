@@ -142,6 +142,7 @@ def test_prometheus_scrapes_bulk_run_and_counts_what_the_simulator_logged(
         wait_for(lambda: metrics_url() is not None or bulk.poll() is not None, "metrics line")
         target = metrics_url()
         assert target is not None, stderr.read_text()
+        assert target.startswith("http://127.0.0.1:")  # loopback unless --metrics-host says
 
         api_port = free_port()
         storage = tmp_path / "tsdb"
