@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 import verif_client as vc
-from verif_client.simulator import Simulator, SimulatorConfig
+from verif_client.simulator import Script, Simulator, SimulatorConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -321,3 +321,38 @@ def test_no_hooks_means_no_dispatcher() -> None:
     # The promise behind "cheap when unused": every hook point tests this one attribute.
     assert vc.VerificationClient("http://x")._hooks is None
     assert vc.VerificationClient("http://x", hooks=[])._hooks is None
+
+
+class CancelWhenAllPolled(vc.Hooks):
+    """Cancels ``scope`` once every id of ``ids`` has been polled at least once."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = set(ids)
+        self.polled: set[int] = set()
+        self.scope = anyio.CancelScope()
+
+    def on_poll_polled(self, event: vc.PollPolled) -> None:
+        self.polled.add(event.request_id)
+        if self.polled >= self.ids:
+            self.scope.cancel()
+
+
+async def test_a_cancelled_poll_run_closes_every_id_it_leaves() -> None:
+    recorder = Recorder()
+    simulator = Simulator(config=SimulatorConfig(script=Script(answer="never")))
+    async with client_for(simulator, None) as sender:
+        ids = [(await sender.send_confirmation_sms(PHONE, QUESTION)).request_id for _ in range(3)]
+    canceller = CancelWhenAllPolled(ids)
+    async with client_for(simulator, [recorder, canceller]) as client:
+        with canceller.scope:
+            async with client.poll_verifications(ids, policy=FAST_POLL) as outcomes:
+                async for _ in outcomes:
+                    raise AssertionError("nobody answers: no outcome can come")
+    assert canceller.scope.cancelled_caught
+    settled = [event for event in recorder.events if isinstance(event, vc.PollSettled)]
+    assert sorted(event.request_id for event in settled) == sorted(ids)
+    assert all(event.status is None and event.polls >= 1 for event in settled)
+    # Every id added is settled exactly once, and nothing follows the run's end.
+    poll_kinds = [kind for kind in recorder.kinds() if kind.startswith("Poll")]
+    assert poll_kinds.count("PollAdded") == len(ids)
+    assert poll_kinds[-len(ids) :] == ["PollSettled"] * len(ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -219,3 +220,25 @@ async def test_metrics_after_a_poll_run_of_1000_ids(telemetry: Telemetry) -> Non
     assert telemetry.value("verif_client.poll.time_to_answer", operation=VERIFIED) == 1000
     assert telemetry.value("verif_client.retries") == 0
     assert len(telemetry.finished()) == polls
+
+
+async def test_ids_of_a_cancelled_poll_run_stop_counting_as_waiting(telemetry: Telemetry) -> None:
+    simulator = Simulator(config=SimulatorConfig(script=Script(answer="never")))
+    async with client_for(simulator, None) as sender:
+        ids = [(await sender.send_confirmation_sms(PHONE, QUESTION)).request_id for _ in range(5)]
+    stop = anyio.CancelScope()
+
+    class StopAtFirstPoll(vc.Hooks):
+        def on_poll_polled(self, event: vc.PollPolled) -> None:
+            stop.cancel()
+
+    async with client_for(simulator, [telemetry.hooks, StopAtFirstPoll()]) as client:
+        with stop:
+            async with client.poll_verifications(ids, policy=FAST_POLL) as outcomes:
+                assert telemetry.value("verif_client.poll.waiting") == len(ids)
+                async for _ in outcomes:
+                    raise AssertionError("nobody answers: no outcome can come")
+    assert telemetry.value("verif_client.poll.waiting") == 0
+    assert telemetry.points("verif_client.poll.oldest_age")[0].value == 0
+    # Neither an answer nor a timeout: no outcome is counted.
+    assert telemetry.value("verif_client.poll.outcomes") == 0

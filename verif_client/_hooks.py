@@ -14,6 +14,7 @@ costs one attribute test.
 from __future__ import annotations
 
 import contextvars
+import functools
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -120,11 +121,13 @@ class PollPolled:
 
 @attrs.frozen(slots=True)
 class PollSettled:
-    """The id has its outcome after ``polls`` polls, ``age`` seconds after it was added."""
+    """The poll run is done with the id, ``polls`` polls and ``age`` seconds after
+    it was added: with its outcome's ``status``, or None when the run ended
+    first (cancelled, or left before every outcome was read)."""
 
     operation: str
     request_id: int
-    status: PollStatus
+    status: PollStatus | None
     polls: int
     age: float
 
@@ -151,7 +154,7 @@ class Hooks:
         """A poll of an id was answered."""
 
     def on_poll_settled(self, event: PollSettled) -> None:
-        """An id has its outcome."""
+        """A poll run is done with an id."""
 
 
 _EVENT_METHODS: Final = (
@@ -203,6 +206,9 @@ class Dispatch:
         url = httpx.URL(base_url)
         self._server = (url.host, url.port)
         self._failed: set[int] = set()
+        # Per poll run: each unsettled (operation, id) with its start times and polls,
+        # to close what a cancelled run leaves open.
+        self._runs: dict[object, dict[tuple[str, int], list[list[float]]]] = {}
 
     def _emit(self, name: str, make: Callable[[], object]) -> None:
         listeners = self._listeners[name]
@@ -310,20 +316,55 @@ class Dispatch:
 
     # -- poll runs ---------------------------------------------------------
 
-    def poll_added(self, operation: str, request_id: int, timeout: float) -> None:
+    def poll_added(self, run: object, operation: str, request_id: int, timeout: float) -> None:
+        watches = self._runs.setdefault(run, {}).setdefault((operation, request_id), [])
+        watches.append([anyio.current_time(), 0])
         self._emit("on_poll_added", lambda: PollAdded(operation, request_id, timeout))
 
     def poll_polled(
-        self, operation: str, request_id: int, polls: int, status: PollStatus | None, age: float
+        self,
+        run: object,
+        operation: str,
+        request_id: int,
+        polls: int,
+        status: PollStatus | None,
+        age: float,
     ) -> None:
+        watches = self._runs.get(run, {}).get((operation, request_id))
+        if watches:
+            watches[0][1] = polls
         self._emit("on_poll_polled", lambda: PollPolled(operation, request_id, polls, status, age))
 
     def poll_settled(
-        self, operation: str, request_id: int, status: PollStatus, polls: int, age: float
+        self,
+        run: object,
+        operation: str,
+        request_id: int,
+        status: PollStatus,
+        polls: int,
+        age: float,
     ) -> None:
+        unsettled = self._runs.get(run)
+        if unsettled is None:
+            return  # the run ended and reported the id already
+        watches = unsettled.get((operation, request_id))
+        if watches:
+            watches.pop(0)
+            if not watches:
+                del unsettled[(operation, request_id)]
         self._emit(
             "on_poll_settled", lambda: PollSettled(operation, request_id, status, polls, age)
         )
+
+    def poll_run_ended(self, run: object) -> None:
+        """Report the ids a poll run leaves without an outcome as settled with None."""
+        now = anyio.current_time()
+        for (operation, request_id), watches in self._runs.pop(run, {}).items():
+            for started, polls in watches:
+                make = functools.partial(
+                    PollSettled, operation, request_id, None, int(polls), now - started
+                )
+                self._emit("on_poll_settled", make)
 
 
 def dispatch(hooks: object | Sequence[object] | None, base_url: str) -> Dispatch | None:

@@ -182,6 +182,8 @@ class MetricsHooks(Hooks):
     def on_poll_settled(self, event: PollSettled) -> None:
         self._waiting_since.pop((event.operation, event.request_id), None)
         self._backend.add(POLL_WAITING, -1, {"operation": event.operation})
+        if event.status is None:
+            return  # the run ended without an outcome for it: neither answer nor timeout
         labels = {"operation": event.operation, "status": event.status.value}
         self._backend.add(POLL_OUTCOMES, 1, labels)
         self._backend.record(TIME_TO_ANSWER, event.age, labels)

@@ -241,7 +241,7 @@ class PollStream:
             self._active += 1
             self._schedule(watch, now + self._policy.delay(1, self._rng))
             if self._hooks is not None:
-                self._hooks.poll_added(kind.operation, request_id, watch.deadline - now)
+                self._hooks.poll_added(self, kind.operation, request_id, watch.deadline - now)
 
     def close_input(self) -> None:
         """No more ids will be added: the stream ends once the last settles."""
@@ -337,7 +337,12 @@ class PollStream:
         now = anyio.current_time()
         if self._hooks is not None:
             self._hooks.poll_polled(
-                watch.kind.operation, watch.request_id, watch.polls, status, now - watch.started
+                self,
+                watch.kind.operation,
+                watch.request_id,
+                watch.polls,
+                status,
+                now - watch.started,
             )
         if status is None:
             if now < watch.deadline:
@@ -360,7 +365,12 @@ class PollStream:
         self._active -= 1
         if self._hooks is not None:
             self._hooks.poll_settled(
-                watch.kind.operation, watch.request_id, status, watch.polls, now - watch.started
+                self,
+                watch.kind.operation,
+                watch.request_id,
+                status,
+                watch.polls,
+                now - watch.started,
             )
         self._results_in.send_nowait(outcome)
         if not self._active:
@@ -390,3 +400,5 @@ async def poll(
             yield stream
         finally:
             tg.cancel_scope.cancel()
+            if hooks is not None:
+                hooks.poll_run_ended(stream)
