@@ -356,3 +356,18 @@ async def test_a_cancelled_poll_run_closes_every_id_it_leaves() -> None:
     poll_kinds = [kind for kind in recorder.kinds() if kind.startswith("Poll")]
     assert poll_kinds.count("PollAdded") == len(ids)
     assert poll_kinds[-len(ids) :] == ["PollSettled"] * len(ids)
+
+
+async def test_the_server_address_leaves_userinfo_of_the_base_url_out() -> None:
+    recorder = Recorder()
+    async with vc.VerificationClient(
+        "http://proxy-user:proxy-secret@simulator:8080",
+        transport=httpx.ASGITransport(app=Simulator()),
+        hooks=recorder,
+    ) as client:
+        await client.get_mobile_consent_text(binding="http-get")
+    started = recorder.events[0]
+    assert isinstance(started, vc.RequestStarted)
+    assert (started.server_address, started.server_port) == ("simulator", 8080)
+    assert "proxy-secret" not in repr(recorder.events)
+    assert "proxy-user" not in repr(recorder.events)
