@@ -8,7 +8,6 @@ chooses the SDK, the exporters and the sampling.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from ._codec import Binding
@@ -23,6 +22,9 @@ _SCOPE = "verif_client"
 
 
 def _version() -> str:
+    # Imported here: importlib.metadata is slow to import, and only needed with the extra.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("verif-client")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
