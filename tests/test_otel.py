@@ -6,11 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry tests need opentelemetry-sdk")
 
+from hooksupport import (
+    FAST_POLL,
+    FAST_RETRY,
+    PASSWORD,
+    PHONE,
+    QUESTION,
+    SEND,
+    USER,
+    VERIFIED,
+    client_for,
+    failing_first,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -22,15 +33,6 @@ import verif_client as vc
 from verif_client.simulator import Script, Simulator, SimulatorConfig
 
 pytestmark = pytest.mark.anyio
-
-USER, PASSWORD = "acme-api", "Pa55-never-show-me"
-PHONE, QUESTION = "5555550123", "Did you order the blue lamp?"
-SEND = "SecureLink_Confirmation_SendRequestViaSms"
-VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
-FAST_RETRY = vc.RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002, deadline=10)
-FAST_POLL = vc.PollPolicy(
-    initial_delay=0.001, max_delay=0.002, timeout=60, jitter=0, false_is_final=True
-)
 
 
 class Telemetry:
@@ -73,34 +75,9 @@ def telemetry() -> Telemetry:
     return Telemetry()
 
 
-def client_for(app: Any, hooks: object, **options: Any) -> vc.VerificationClient:
-    return vc.VerificationClient(
-        "http://simulator:8080",
-        username=USER,
-        password=PASSWORD,
-        transport=httpx.ASGITransport(app=app),
-        hooks=hooks,  # type: ignore[arg-type]
-        **options,
-    )
-
-
-def failing_once(app: Any) -> Any:
-    left = [1]
-
-    async def front(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and left[0]:
-            left[0] = 0
-            await send({"type": "http.response.start", "status": 503, "headers": []})
-            await send({"type": "http.response.body", "body": b"busy"})
-            return
-        await app(scope, receive, send)
-
-    return front
-
-
 async def test_a_span_per_call_with_http_client_attributes(telemetry: Telemetry) -> None:
     simulator = Simulator()
-    app = failing_once(simulator)
+    app = failing_first(simulator, 1)
     async with client_for(app, telemetry.hooks, retry=FAST_RETRY, rate_limit=1000) as client:
         await client.get_mobile_consent_text(binding="http_get")
         await client.send_confirmation_sms(PHONE, QUESTION)
@@ -162,7 +139,7 @@ async def test_the_span_of_a_call_is_a_child_of_the_callers_span(telemetry: Tele
 
 
 async def test_no_password_or_body_in_any_attribute(telemetry: Telemetry) -> None:
-    app = failing_once(Simulator())
+    app = failing_first(Simulator(), 1)
     async with client_for(app, telemetry.hooks, retry=FAST_RETRY) as client:
         await client.get_mobile_consent_text()
         sent = await client.send_confirmation_sms(PHONE, QUESTION)

@@ -25,6 +25,7 @@ pytest.importorskip("prometheus_client", reason="--metrics-port needs the promet
 
 USER, PASSWORD = "acme-api", "Pa55-never-show-me"
 VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
+CLI = (sys.executable, "-m", "verif_client._cli")
 ROWS = 10
 # Calls let through before the service stops answering: the 10 SMS and 5 polls.
 LET_THROUGH = ROWS + 5
@@ -111,23 +112,11 @@ def test_prometheus_scrapes_bulk_run_and_counts_what_the_simulator_logged(
         with stderr.open("wb") as errors:
             bulk = subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "verif_client._cli",
-                    "bulk",
-                    "run",
-                    "--input",
-                    str(tmp_path / "in.csv"),
-                    "--question",
-                    "Did you order the blue lamp?",
-                    "--journal",
-                    str(tmp_path / "job.sqlite"),
-                    "--output",
-                    str(tmp_path / "out.jsonl"),
-                    "--timeout",
-                    "600",
-                    "--metrics-port",
-                    "0",
+                    *CLI,
+                    *("bulk", "run", "--input", str(tmp_path / "in.csv"), "--timeout", "600"),
+                    *("--question", "Did you order the blue lamp?", "--metrics-port", "0"),
+                    *("--journal", str(tmp_path / "job.sqlite")),
+                    *("--output", str(tmp_path / "out.jsonl")),
                 ],
                 env=environment,
                 stdout=subprocess.DEVNULL,
@@ -215,16 +204,7 @@ def test_metrics_port_without_a_free_port_is_one_clear_line(tmp_path: Path) -> N
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "verif_client._cli",
-                "simulate",
-                "--port",
-                "0",
-                "--metrics-port",
-                str(port),
-            ],
+            [*CLI, "simulate", "--port", "0", "--metrics-port", str(port)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -240,16 +220,7 @@ def test_simulate_serves_its_request_counts(
     output = tmp_path / "simulate.err"
     with output.open("wb") as errors:
         simulate = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "verif_client._cli",
-                "simulate",
-                "--port",
-                "0",
-                "--metrics-port",
-                "0",
-            ],
+            [*CLI, "simulate", "--port", "0", "--metrics-port", "0"],
             stdout=errors,
             stderr=errors,
         )
