@@ -16,8 +16,8 @@ from typing import Any, Self, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._client import VerificationClient
-from ._codec import Binding
 from ._results import LocationResult, RequestResult, VerificationResult
+from ._service import Binding
 
 _T = TypeVar("_T")
 
