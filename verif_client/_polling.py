@@ -62,15 +62,8 @@ class PollStatus(enum.Enum):
     FAILED = "failed"
 
 
-def _non_negative(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value >= 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
-def _fraction(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not 0 <= value <= 1:
-        raise ValueError(f"{attribute.name} must be between 0 and 1, got {value!r}")
-
+_NON_NEGATIVE: Final = attrs.validators.ge(0)
+_FRACTION: Final = attrs.validators.and_(attrs.validators.ge(0), attrs.validators.le(1))
 
 POLL_RETRY: Final = RetryPolicy(attempts=3, initial_backoff=0.5, max_backoff=2.0, deadline=15.0)
 
@@ -91,11 +84,11 @@ class PollPolicy:
     DECLINED instead of asking again.
     """
 
-    initial_delay: float = attrs.field(default=1.0, validator=_non_negative)
-    multiplier: float = attrs.field(default=1.5, validator=_non_negative)
-    max_delay: float = attrs.field(default=15.0, validator=_non_negative)
-    jitter: float = attrs.field(default=0.5, validator=_fraction)
-    timeout: float = attrs.field(default=600.0, validator=_non_negative)
+    initial_delay: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
+    multiplier: float = attrs.field(default=1.5, validator=_NON_NEGATIVE)
+    max_delay: float = attrs.field(default=15.0, validator=_NON_NEGATIVE)
+    jitter: float = attrs.field(default=0.5, validator=_FRACTION)
+    timeout: float = attrs.field(default=600.0, validator=_NON_NEGATIVE)
     retry: RetryPolicy = POLL_RETRY
     false_is_final: bool = False
 
