@@ -62,8 +62,8 @@ class PollStatus(enum.Enum):
     FAILED = "failed"
 
 
-_NON_NEGATIVE: Final = attrs.validators.ge(0)
-_FRACTION: Final = attrs.validators.and_(attrs.validators.ge(0), attrs.validators.le(1))
+_NON_NEGATIVE: Final = attrs.validators.ge(0.0)
+_FRACTION: Final = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
 
 POLL_RETRY: Final = RetryPolicy(attempts=3, initial_backoff=0.5, max_backoff=2.0, deadline=15.0)
 

@@ -28,7 +28,7 @@ def grown(initial: float, multiplier: float, steps: int) -> float:
         return math.inf
 
 
-_NON_NEGATIVE: Final = attrs.validators.ge(0)
+_NON_NEGATIVE: Final = attrs.validators.ge(0.0)
 
 
 @attrs.frozen(slots=True)
