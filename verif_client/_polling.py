@@ -127,8 +127,7 @@ Outcome = VerificationOutcome | LocationOutcome
 """Either kind of outcome: what ``poll_verifications_and_locations`` yields."""
 
 # The outcome type a poll run yields; covariant, so that a run watching both
-# kinds is typed as yielding their union.
-# A bare ``PollStream`` is one of either kind.
+# kinds is typed as yielding their union (also what a bare ``PollStream`` means).
 _O = TypeVar("_O", bound=Outcome, covariant=True, default=Outcome)
 
 
