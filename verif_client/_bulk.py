@@ -24,12 +24,13 @@ import attrs
 
 from ._bindings import codec_for
 from ._client import VerificationClient
-from ._codec import Binding, Codec
+from ._codec import Codec
 from ._errors import DeliveryUnknownError, RequestValidationError, VerifClientError
 from ._journal import FINAL_STATES, InputRow, JobRow, Journal, different_input_error
 from ._operations import get_operation
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 from ._results import RequestResult
+from ._service import Binding
 
 _SEND: Final = get_operation("SecureLink_Confirmation_SendRequestViaSms")
 _VERIFICATION_STATES: Final = {

@@ -17,12 +17,12 @@ import attrs
 from . import _prometheus, _xsd
 from ._bulk import BulkOptions, load_input, run_bulk, write_output
 from ._client import VerificationClient
-from ._codec import Binding
 from ._errors import VerifClientError
 from ._hooks import Hooks
 from ._journal import FINAL_STATES, Journal, JournalError, open_journal
 from ._operations import OPERATIONS, get_operation
 from ._progress import ProgressDisplay
+from ._service import Binding
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}

@@ -24,8 +24,8 @@ import anyio
 import attrs
 import httpx
 
-from ._codec import Binding
 from ._polling import PollStatus
+from ._service import Binding
 
 logger = logging.getLogger("verif_client")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._codec import Binding
 from ._hooks import LimitWaited, RequestEnded, RequestStarted, RetryScheduled
 from ._metrics import METRICS, Kind, Metric, MetricsHooks
+from ._service import Binding
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -22,13 +22,9 @@ _SCOPE = "verif_client"
 
 
 def _version() -> str:
-    # Imported here: importlib.metadata is slow to import, and only needed with the extra.
-    from importlib.metadata import PackageNotFoundError, version
+    from . import __version__
 
-    try:
-        return version("verif-client")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "0"
+    return __version__
 
 
 def _method(binding: Binding) -> str:
