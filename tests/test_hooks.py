@@ -344,3 +344,19 @@ async def test_the_server_address_leaves_userinfo_of_the_base_url_out() -> None:
     assert (started.server_address, started.server_port) == ("simulator", 8080)
     assert "proxy-secret" not in repr(recorder.events)
     assert "proxy-user" not in repr(recorder.events)
+
+
+async def test_hooks_that_watch_only_poll_runs_see_only_poll_events() -> None:
+    class PollsOnly(vc.Hooks):
+        def __init__(self) -> None:
+            self.events: list[object] = []
+
+        def on_poll_settled(self, event: vc.PollSettled) -> None:
+            self.events.append(event)
+
+    hooks = PollsOnly()
+    async with client_for(Simulator(), hooks) as client:
+        sent = await client.send_confirmation_sms(PHONE, QUESTION)
+        outcome = await client.wait_until_verified(sent.request_id, policy=FAST_POLL)
+    assert outcome.status is vc.PollStatus.VERIFIED
+    assert [type(event).__name__ for event in hooks.events] == ["PollSettled"]
