@@ -246,3 +246,18 @@ def test_simulate_serves_its_request_counts(
     ) in exposed
     # A simulator has no client: no empty client metrics to mislead a dashboard.
     assert "verif_client_requests_total" not in exposed
+
+
+def test_metrics_port_without_the_extra_is_a_usage_error() -> None:
+    # As if prometheus-client were not installed: the import system finds nothing.
+    hide = "import sys; sys.modules['prometheus_client'] = None; "
+    run = "from verif_client._cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", hide + run, "simulate", "--metrics-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "--metrics-port: needs the prometheus extra" in done.stderr
