@@ -48,7 +48,7 @@ async def test_the_endpoint_path_is_never_added_twice(
     ],
 )
 def test_a_base_url_naming_something_else_is_refused_at_construction(base_url: str) -> None:
-    with pytest.raises(ValueError, match="^base_url: ") as caught:
+    with pytest.raises(ValueError, match=r"^base_url: ") as caught:
         vc.VerificationClient(base_url)
     assert base_url in str(caught.value)
 

@@ -27,6 +27,7 @@ from verif_client.simulator import serve
 
 VERIFIED = vc.get_operation("SecureLink_SecurityCode_HasBeenVerified")
 DECLARATION = '<?xml version="1.0" encoding="utf-8"?>'
+UTF16_DECLARATION = '<?xml version="1.0" encoding="utf-16"?>'
 
 
 class Fifo:
@@ -41,7 +42,8 @@ class Fifo:
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
             except OSError as exc:
-                assert exc.errno == errno.ENXIO  # no reader: the state we want
+                if exc.errno != errno.ENXIO:  # ENXIO: no reader, the state we want
+                    raise
                 continue
             self.opened += 1
             os.close(fd)
@@ -95,17 +97,23 @@ def entity_past_4096_bytes(binding: vc.Binding, fifo: Path) -> bytes:
 
 
 def utf16_with_bom(binding: vc.Binding, fifo: Path) -> bytes:
-    text = '<?xml version="1.0" encoding="utf-16"?>' + _answer(binding, _external_dtd(binding, fifo))
+    text = '<?xml version="1.0" encoding="utf-16"?>' + _answer(
+        binding, _external_dtd(binding, fifo)
+    )
     return text.encode("utf-16")
 
 
 def utf16le_without_bom(binding: vc.Binding, fifo: Path) -> bytes:
-    text = '<?xml version="1.0" encoding="utf-16"?>' + _answer(binding, _external_dtd(binding, fifo))
+    text = '<?xml version="1.0" encoding="utf-16"?>' + _answer(
+        binding, _external_dtd(binding, fifo)
+    )
     return text.encode("utf-16-le")
 
 
 def utf16be_without_bom(binding: vc.Binding, fifo: Path) -> bytes:
-    text = '<?xml version="1.0" encoding="utf-16"?>' + _answer(binding, _external_dtd(binding, fifo))
+    text = '<?xml version="1.0" encoding="utf-16"?>' + _answer(
+        binding, _external_dtd(binding, fifo)
+    )
     return text.encode("utf-16-be")
 
 
@@ -115,7 +123,9 @@ def utf16_declared_utf8(binding: vc.Binding, fifo: Path) -> bytes:
 
 
 def utf8_declared_utf16(binding: vc.Binding, fifo: Path) -> bytes:
-    text = '<?xml version="1.0" encoding="utf-16"?>' + _answer(binding, _external_dtd(binding, fifo))
+    text = '<?xml version="1.0" encoding="utf-16"?>' + _answer(
+        binding, _external_dtd(binding, fifo)
+    )
     return text.encode()
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from relsupport import ARGS, drain
+from relsupport import ARGS
 
 import verif_client as vc
 from verif_client import _xml

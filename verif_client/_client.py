@@ -143,6 +143,8 @@ class VerificationClient:
         self._rng = random.Random()
         self._urls: dict[str, httpx.URL] = {}
         self._closed = False
+        # What the service has shown of its Verified dialect (see PollPolicy.false_means).
+        self._verified_dialect = _polling.VerifiedDialect()
 
     def __repr__(self) -> str:
         user = self._credentials.username if self._credentials else None

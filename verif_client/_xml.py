@@ -6,9 +6,9 @@ and a document with a DOCTYPE or an entity declaration anywhere is refused
 before libxml2 sees it. That check is made on the decoded text, and libxml2
 is then given exactly that text as UTF-8 and told to read it as UTF-8: a
 UTF-16 body, a declaration that names another encoding than the bytes are
-in, or a DOCTYPE past the first kilobytes cannot get a declaration past it. libxml2's default depth and size
-limits stay on; comments and processing instructions are dropped so they
-cannot split text nodes.
+in, or a DOCTYPE past the first kilobytes cannot get a declaration past it.
+libxml2's default depth and size limits stay on; comments and processing
+instructions are dropped so they cannot split text nodes.
 """
 
 from __future__ import annotations
@@ -54,8 +54,11 @@ class _RefuseAll(etree.Resolver):
     """Answers every request for an external DTD or entity with nothing:
     libxml2's own loader, which would open a local file, is never reached."""
 
-    def resolve(self, system_url: str | None, public_id: str | None, context: Any) -> Any:
-        return self.resolve_string("", context)
+    # lxml calls resolve() with a context the stubs do not know of.
+    def resolve(  # type: ignore[override]
+        self, system_url: str | None, public_id: str | None, context: Any
+    ) -> Any:
+        return self.resolve_string("", context)  # type: ignore[call-arg]
 
 
 class _Parsers(threading.local):
@@ -115,7 +118,7 @@ def _safe_bytes(body: bytes) -> bytes:
         if _FORBIDDEN_TEXT.search(text):
             raise XmlRejected("a DOCTYPE or entity declaration is not allowed")
         return text.encode("utf-8")
-    except UnicodeError as exc:
+    except (UnicodeDecodeError, UnicodeEncodeError) as exc:
         raise XmlRejected(f"not valid {encoding}: {exc.reason}") from None
 
 
