@@ -169,11 +169,14 @@ def text_of(element: etree._Element) -> str:
 
 
 _ESCAPES: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#xD;"})
+_ESCAPES_RAW_CR: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
-def escape(text: str) -> str:
-    """Escape text for element content; CR is kept as a reference so it survives."""
-    return text.translate(_ESCAPES)
+def escape(text: str, *, cr_as_reference: bool = True) -> str:
+    """Escape text for element content. CR is written as a reference so that
+    it survives parsing; ``cr_as_reference=False`` writes it raw, as .NET's
+    XmlWriter does (a parser then delivers a lone CR, or CRLF, as LF)."""
+    return text.translate(_ESCAPES if cr_as_reference else _ESCAPES_RAW_CR)
 
 
 def escape_attr(text: str) -> str:
