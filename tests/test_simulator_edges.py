@@ -114,3 +114,16 @@ async def test_the_cr_is_raw_on_the_wire() -> None:
         bare = await http.get(f"{EP}/GetMobileConsentText")
     assert b"a\rb" in bare.content
     assert b"&#xD;" not in bare.content
+
+
+def test_the_command_line_sets_the_dialect_and_what_throws() -> None:
+    from verif_client.simulator import _main
+
+    args = _main.build_parser().parse_args(
+        ["--verified-dialect", "bool", "--throws", VERIFIED, "--throws", "RevokeMobileConsent"]
+    )
+    simulator = _main.simulator_from_args(args)
+    assert simulator.config.verified_dialect == "bool"
+    assert simulator.config.throws == {VERIFIED, "RevokeMobileConsent"}
+    default = _main.simulator_from_args(_main.build_parser().parse_args([]))
+    assert (default.config.verified_dialect, default.config.throws) == ("nil", frozenset())
