@@ -14,6 +14,7 @@ instructions are dropped so they cannot split text nodes.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 import threading
 from typing import Any, Final
@@ -39,6 +40,9 @@ _SIGNATURES: Final = (
     (b"<\x00", "utf-16-le", 0),
     (_BOM, "utf-8", 3),
 )
+_SIGNATURE_STARTS: Final = frozenset({b"\x00", b"\xfe", b"\xff", b"\xef"})
+# What ASMX sends: decided without a look further.
+_USUAL_DECLARATION: Final = b'<?xml version="1.0" encoding="utf-8"?>'
 _DECLARED: Final = re.compile(rb"""<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 # Either declaration, in any case: libxml2 knows only the upper-case ones, but
 # nothing the service sends has "<!" followed by these words at all.
@@ -86,13 +90,20 @@ _parsers = _Parsers()
 
 def _encoding_of(body: bytes) -> tuple[str, int]:
     """The encoding to read ``body`` in and the length of its byte-order mark."""
-    for signature, encoding, bom in _SIGNATURES:
-        if body.startswith(signature):
-            return encoding, bom
+    if body.startswith(_USUAL_DECLARATION):
+        return "utf-8", 0
+    if body[:1] in _SIGNATURE_STARTS or body[1:2] == b"\x00":
+        for signature, encoding, bom in _SIGNATURES:
+            if body.startswith(signature):
+                return encoding, bom
     declared = _DECLARED.match(body, 0, 200)
     if declared is None:
         return "utf-8", 0
-    name = declared.group(1).decode("ascii")
+    return _declared_encoding(declared.group(1).decode("ascii").lower()), 0
+
+
+@functools.lru_cache(maxsize=64)
+def _declared_encoding(name: str) -> str:
     try:
         encoding = codecs.lookup(name).name
     except LookupError:
@@ -100,8 +111,8 @@ def _encoding_of(body: bytes) -> tuple[str, int]:
     if "16" in encoding or "32" in encoding:
         # The bytes start with ASCII "<?xml": whatever the declaration says,
         # they are not UTF-16 or UTF-32. Read them as libxml2 does, as UTF-8.
-        return "utf-8", 0
-    return ("utf-8" if encoding in ("ascii", "utf-8") else encoding), 0
+        return "utf-8"
+    return "utf-8" if encoding in ("ascii", "utf-8") else encoding
 
 
 def _safe_bytes(body: bytes) -> bytes:
