@@ -19,7 +19,7 @@ from _sim_helpers import (
     xml,
 )
 
-from verif_client.simulator import Simulator, SimulatorConfig
+from verif_client.simulator import Simulator, SimulatorConfig, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -33,10 +33,16 @@ def sim() -> Simulator:
     return Simulator(credentials=("user", "pass"))
 
 
-@pytest.fixture
-async def client(sim: Simulator) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=sim)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+@pytest.fixture(params=["in-process", "loopback"])
+async def client(
+    sim: Simulator, request: pytest.FixtureRequest
+) -> AsyncIterator[httpx.AsyncClient]:
+    if request.param == "in-process":
+        transport = httpx.ASGITransport(app=sim)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+            yield http
+        return
+    async with serve(sim) as server, httpx.AsyncClient(base_url=server.base_url) as http:
         yield http
 
 
@@ -422,4 +428,4 @@ async def test_wsdl_is_served(client: httpx.AsyncClient, query: str) -> None:
     assert root.tag == "{http://schemas.xmlsoap.org/wsdl/}definitions"
     address = root.find(".//{http://schemas.xmlsoap.org/wsdl/soap/}address")
     assert address is not None
-    assert address.get("location") == f"http://sim{EP}"
+    assert address.get("location") == str(client.base_url).rstrip("/") + EP
