@@ -10,9 +10,7 @@ journal — it must not be there, nor a piece of it cut off at a length limit.
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
-import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from relsupport import ARGS
+from relsupport import ARGS, run_cli
 
 import verif_client as vc
 from verif_client import _xml
@@ -229,14 +227,7 @@ def echo_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
 
 
 def _cli(*args: str, base_url: str, password: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "VERIF_BASE_URL": base_url,
-        "VERIF_API_USERNAME": USER,
-        "VERIF_API_PASSWORD": password,
-    }
-    command = [sys.executable, "-m", "verif_client._cli", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    return run_cli(*args, base_url=base_url, username=USER, password=password)
 
 
 @pytest.mark.parametrize("binding", ["soap11", "soap12"])
