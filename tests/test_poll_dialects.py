@@ -111,6 +111,22 @@ async def test_auto_reads_false_as_pending_until_a_nil_is_seen(where: str) -> No
 
 @pytest.mark.anyio
 @WHERE
+@pytest.mark.parametrize("lesson", ["a pending id", "an unknown id"])
+async def test_any_nil_the_client_saw_teaches_it(where: str, lesson: str) -> None:
+    """A nil read by has_been_verified(), with an ErrorMessage or not, counts."""
+    sim = simulator("nil", Script.manual())
+    async with connected(sim, where) as client:
+        declined, pending = await send(client, 2)
+        sim.decline(declined)
+        seen = await client.has_been_verified(pending if lesson == "a pending id" else 99)
+        assert seen.verified is None
+        (outcome,) = await poll(client, [declined], FAST)
+    assert outcome.status is vc.PollStatus.DECLINED
+    assert outcome.attempts == 1
+
+
+@pytest.mark.anyio
+@WHERE
 async def test_bool_shape_decline_cannot_be_told_from_pending_and_times_out(where: str) -> None:
     sim = simulator("bool", Script(answer="declined", pending_polls=0))
     async with connected(sim, where) as client:

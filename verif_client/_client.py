@@ -209,8 +209,11 @@ class VerificationClient:
         self, request_id: int, *, binding: Binding | str | None = None
     ) -> VerificationResult:
         """Whether the owner confirmed; ``verified is None`` while nobody answered."""
-        result = await self.call(_VERIFIED, binding=binding, RequestId=request_id)
-        return _expect(result, VerificationResult)
+        result = _expect(
+            await self.call(_VERIFIED, binding=binding, RequestId=request_id), VerificationResult
+        )
+        self._verified_dialect.learn(result)
+        return result
 
     async def get_mobile_location(
         self, request_id: int, *, binding: Binding | str | None = None

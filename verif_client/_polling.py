@@ -95,6 +95,11 @@ class VerifiedDialect:
     def __init__(self) -> None:
         self.nil_seen = False
 
+    def learn(self, result: VerificationResult) -> None:
+        # A plain bool cannot be nil: any nil, with a message or not, shows the shape.
+        if result.verified is None:
+            self.nil_seen = True
+
 
 @attrs.frozen(slots=True)
 class PollPolicy:
@@ -195,11 +200,11 @@ def _judge_verification(
     assert isinstance(result, VerificationResult)
     if result.verified is True:
         return PollStatus.VERIFIED
+    dialect.learn(result)
     if result.error_message:
         # Both shapes of "unknown id": nil or (from a plain bool) false, with a message.
         return PollStatus.FAILED
     if result.verified is None:
-        dialect.nil_seen = True
         return None
     final = policy.false_means == "final" or (policy.false_means == "auto" and dialect.nil_seen)
     return PollStatus.DECLINED if final else None
