@@ -45,6 +45,7 @@ async def test_the_endpoint_path_is_never_added_twice(
         "https://api.giact.com" + EP + "?WSDL",
         "https://api.giact.com/verificationservices/v5/InquiriesWS-5-9.asmx",
         "https://api.giact.com/#top",
+        "http://[::1",
     ],
 )
 def test_a_base_url_naming_something_else_is_refused_at_construction(base_url: str) -> None:

@@ -514,7 +514,10 @@ def _site_root(base_url: str, endpoint_path: str) -> str:
     when it was given the service's full address (it is added per request)."""
     url = base_url.rstrip("/")
     endpoint = endpoint_path.rstrip("/")
-    parsed = httpx.URL(url)
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"base_url: {base_url!r} is not a URL ({exc})") from None
     if parsed.query or parsed.fragment:
         raise ValueError(
             f"base_url: {base_url!r} has a query or fragment; give the site's address, "
