@@ -145,7 +145,7 @@ class AsmxEndpoint:
                     ),
                 )
             return Call(
-                binding="http-get" if request.method == "GET" else "http-post",
+                binding=binding,
                 error=r.asmx_error(
                     "System.InvalidOperationException: Request format is unrecognized for URL "
                     f"unexpectedly ending in '/{name}'.",
