@@ -255,3 +255,30 @@ def test_cli_call_and_bulk_run_never_show_the_echoed_password(
     for path in tmp_path.iterdir():
         data = path.read_bytes().decode("utf-8", "replace")
         assert_hidden(data, password, path.name)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("password", ["soap", "e", "Verified", "http"])
+@pytest.mark.parametrize("binding", list(vc.Binding))
+async def test_a_password_that_is_part_of_every_answer_does_not_change_what_is_read(
+    password: str, binding: vc.Binding
+) -> None:
+    # Masking is for texts the service echoes, never for the answer's structure or data:
+    # a password that is a tag name, a namespace piece or a common letter must not break
+    # or alter a valid answer.
+    from verif_client.simulator import Simulator
+
+    simulator = Simulator(credentials=(USER, password))
+    async with vc.VerificationClient(
+        "http://simulator",
+        username=USER,
+        password=password,
+        binding=binding,
+        transport=httpx.ASGITransport(app=simulator),
+    ) as client:
+        sent = await client.send_confirmation_sms("5551234567", "Is this you?")
+        assert sent.request_id > 0
+        assert sent.error_message is None
+        verified = await client.has_been_verified(sent.request_id)
+        assert verified.error_message is None
+        assert await client.revoke_mobile_consent("5551234567") is True
