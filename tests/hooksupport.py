@@ -16,7 +16,7 @@ SEND = "SecureLink_Confirmation_SendRequestViaSms"
 VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
 FAST_RETRY = vc.RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002, deadline=10)
 FAST_POLL = vc.PollPolicy(
-    initial_delay=0.001, max_delay=0.002, timeout=60, jitter=0, false_is_final=True
+    initial_delay=0.001, max_delay=0.002, timeout=60, jitter=0, false_means="final"
 )
 
 ASGI = Callable[

@@ -47,14 +47,17 @@ from ._polling import (
     PollRunOptions,
     PollStream,
     VerificationOutcome,
+    VerifiedDialect,
     poll,
 )
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._scrub import NO_SECRETS, Scrubber
 from ._service import (
     DEFAULT_NAMESPACE,
     ENDPOINT_PATH,
+    SANDBOX_BASE_URL,
     Binding,
     parse_binding,
 )
@@ -103,6 +106,7 @@ class VerificationClient:
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
+        username_is_secret: bool = False,
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
@@ -110,7 +114,7 @@ class VerificationClient:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
-        self.base_url = str(base_url).rstrip("/")
+        self.base_url = _site_root(str(base_url), endpoint_path)
         self.binding = parse_binding(binding)
         self.namespace = namespace
         self.timeout = timeout
@@ -122,6 +126,12 @@ class VerificationClient:
             Credentials(username or "", password or "")
             if username is not None or password is not None
             else None
+        )
+        self._username_is_secret = username_is_secret
+        self._scrub = (
+            Scrubber([password or "", (username or "") if username_is_secret else ""])
+            if self._credentials is not None
+            else NO_SECRETS
         )
         self._codecs: dict[Binding, Codec] = {
             b: codec_for(
@@ -145,9 +155,13 @@ class VerificationClient:
         self._urls: dict[str, httpx.URL] = {}
         self._closed = False
         self._hooks = _hooks.dispatch(hooks, self.base_url)
+        # What the service has shown of its Verified dialect (see PollPolicy.false_means).
+        self._verified_dialect = VerifiedDialect()
 
     def __repr__(self) -> str:
         user = self._credentials.username if self._credentials else None
+        if user and self._username_is_secret:
+            user = "***"
         return (
             f"<VerificationClient {self.base_url} binding={self.binding.value} username={user!r}>"
         )
@@ -208,7 +222,9 @@ class VerificationClient:
     ) -> VerificationResult:
         """Whether the owner confirmed; ``verified is None`` while nobody answered."""
         params = HAS_BEEN_VERIFIED.wire_params(request_id)
-        return await self.call_with(HAS_BEEN_VERIFIED, params, binding=binding)
+        result = await self.call_with(HAS_BEEN_VERIFIED, params, binding=binding)
+        self._verified_dialect.learn(result)
+        return result
 
     async def get_mobile_location(
         self, request_id: int, *, binding: Binding | str | None = None
@@ -294,9 +310,38 @@ class VerificationClient:
         exchange = self._exchange(
             op, chosen, codec, request, params, retry or self.retry, before_send
         )
-        return await (
-            exchange if self._hooks is None else self._hooks.call(op.name, chosen, exchange)
-        )
+        try:
+            return await (
+                exchange if self._hooks is None else self._hooks.call(op.name, chosen, exchange)
+            )
+        except VerifClientError as exc:
+            # Network errors may quote what the peer sent, too.
+            self._scrub.error(exc)
+            raise
+
+    def _decode(
+        self, codec: Codec, op: Operation[R], status: int, headers: httpx.Headers, body: bytes
+    ) -> R:
+        """Decode an answer; our secrets are taken out of what it tells us (see _scrub).
+
+        The body itself is decoded as it came: masking inside the XML could break
+        its structure or change its data. Only a failure is decoded again from a
+        masked body, because its texts quote the body cut to a length, and a cut
+        could keep half of a secret."""
+        scrub = self._scrub
+        try:
+            result = codec.decode(op, status, headers, body)
+        except VerifClientError as exc:
+            if not scrub:
+                raise
+            original = exc
+        else:
+            return scrub.result(result) if scrub else result
+        try:
+            codec.decode(op, status, headers, scrub.body(body))
+        except VerifClientError as exc:
+            raise scrub.error(exc) from None
+        raise scrub.error(original) from None
 
     # -- polling -------------------------------------------------------------
 
@@ -363,6 +408,7 @@ class VerificationClient:
             workers=min(max_concurrency, self.max_connections),
             keep_open=keep_open,
             hooks=self._hooks,
+            dialect=self._verified_dialect,
         )
 
     # -- the exchange, with retries -----------------------------------------
@@ -386,7 +432,7 @@ class VerificationClient:
             began = anyio.current_time()
             try:
                 status, headers, body = await self._send_once(op, request, hook)
-                result = codec.decode(op, status, headers, body)
+                result = self._decode(codec, op, status, headers, body)
             except httpx.TransportError as exc:
                 never_sent = isinstance(exc, _NEVER_SENT)
                 failure: VerifClientError
@@ -513,8 +559,34 @@ class VerificationClient:
                 status,
                 attempt,
                 (anyio.current_time() - began) * 1000,
-                f" error={type(error).__name__}: {error}" if error else "",
+                f" error={type(error).__name__}: {self._scrub.text(str(error))}" if error else "",
             )
+
+
+def _site_root(base_url: str, endpoint_path: str) -> str:
+    """``base_url`` without a trailing slash, and without the endpoint path
+    when it was given the service's full address (it is added per request)."""
+    url = base_url.rstrip("/")
+    endpoint = endpoint_path.rstrip("/")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"base_url: {base_url!r} is not a URL ({exc})") from None
+    if parsed.query or parsed.fragment:
+        raise ValueError(
+            f"base_url: {base_url!r} has a query or fragment; give the site's address, "
+            f"e.g. {SANDBOX_BASE_URL!r}"
+        )
+    # IIS matches paths case-insensitively: so does this.
+    if endpoint and url.lower().endswith(endpoint.lower()):
+        return url[: len(url) - len(endpoint)]
+    if parsed.path.lower().rstrip("/").endswith(".asmx"):
+        raise ValueError(
+            f"base_url: {base_url!r} ends in a service path other than endpoint_path "
+            f"({endpoint_path!r}); give the site's address as base_url and the path as "
+            "endpoint_path"
+        )
+    return url
 
 
 class _NoCookies(http.cookiejar.CookieJar):
