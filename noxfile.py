@@ -36,12 +36,15 @@ def lint(session: nox.Session) -> None:
     session.install("-e", ".[lint,postgres]")
     session.run("ruff", "check", "verif_client", "tests", "benchmarks", "noxfile.py")
     session.run("ruff", "format", "--check", "verif_client", "tests", "benchmarks", "noxfile.py")
-    session.run("mypy", "--strict", "verif_client")
+    # tests/typing: a user's script, typed with no casts, proves the public API's types.
+    session.run("mypy", "--strict", "verif_client", "tests/typing")
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks beside zeep and the floor (under 10 minutes on 2 cores; --quick to smoke)."""
     # zeep and pyinstrument are for benchmarking only: never core dependencies.
-    session.install("-e", ".", "zeep[async]>=4.2", "pyinstrument>=4.6")
+    session.install("-e", ".[otel]", "zeep[async]>=4.2", "pyinstrument>=4.6")
+    # The hooks section times OpenTelemetry with the SDK, as an application would run it.
+    session.install("opentelemetry-sdk>=1.23")
     session.run("python", "-m", "benchmarks.run", *session.posargs)

@@ -9,19 +9,21 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import attrs
 
-from . import _xsd
+from . import _prometheus, _xsd
 from ._bulk import BulkOptions, load_input, run_bulk, write_output
 from ._client import VerificationClient
-from ._codec import Binding
 from ._errors import VerifClientError
+from ._hooks import Hooks
 from ._journal import FINAL_STATES, Journal, JournalError, open_journal
 from ._operations import OPERATIONS, get_operation
+from ._polling import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
+from ._service import Binding
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -91,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="serve the simulator on a port", description=simulator_main.DESCRIPTION
     )
     simulator_main.add_arguments(simulate)
+    _prometheus.add_arguments(simulate)
 
     bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
         dest="bulk_command", required=True
@@ -104,11 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=_positive_int, default=50)
     run.add_argument("--deadline", type=parse_duration, default=600.0)
     run.add_argument(
+        "--false-means",
+        choices=get_args(FalseMeans),
+        default="auto",
+        help="what a Verified false is: auto (final once the service has answered nil, "
+        "else pending; the default), pending (ask again) or final (declined)",
+    )
+    run.add_argument(
         "--resend-unknown",
         action="store_true",
         help="send again the rows whose SMS may or may not have left in a killed run",
     )
     _connection_args(run)
+    _prometheus.add_arguments(run)
 
     status = bulk.add_parser("status", help="counts of a journal's rows by state")
     status.add_argument("--journal", required=True, help=_JOURNAL_HELP)
@@ -125,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _client(args: argparse.Namespace, journal: Journal | None = None) -> VerificationClient:
+def _client(
+    args: argparse.Namespace, journal: Journal | None = None, hooks: Hooks | None = None
+) -> VerificationClient:
     """The client the flags describe; with a journal, ``--rate`` is the whole
     job's, shared by every worker of the job."""
     if not args.base_url:
@@ -145,6 +158,7 @@ def _client(args: argparse.Namespace, journal: Journal | None = None) -> Verific
         timeout=args.timeout,
         rate_limit=args.rate if journal is None else None,
         rate_limiter=journal.rate_limiter(args.rate) if journal is not None and args.rate else None,
+        hooks=hooks,
     )
 
 
@@ -188,16 +202,19 @@ async def _bulk_run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             deadline=args.deadline,
             resend_unknown=args.resend_unknown,
+            policy=PollPolicy(false_means=args.false_means),
         )
-        client = _client(args, journal)
+        metrics = _prometheus.serve(args)
+        client = _client(args, journal, _prometheus.hooks_of(metrics))
         if args.input:
             data = await anyio.Path(args.input).read_bytes()
             load_input(journal, data, options, client.binding)
         elif not journal.is_loaded():
             raise UsageError("a new journal needs --input")
         display = ProgressDisplay()
+        on_progress = _prometheus.progress_of(metrics, display)
         async with client:
-            counts = await run_bulk(client, journal, args.output, options, display)
+            counts = await run_bulk(client, journal, args.output, options, on_progress)
         display.close()
     finally:
         journal.close()
@@ -238,6 +255,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from .simulator import _main as simulator_main
 
     simulator = simulator_main.simulator_from_args(args)
+    _prometheus.serve_simulator(args, simulator)
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(simulator_main.run, simulator, args.host, args.port)
     return 0
