@@ -120,3 +120,21 @@ def test_the_default_path_does_not_import_httpx() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["TransportError", "False"]
+
+
+async def test_credentials_in_the_base_url_go_as_basic_auth() -> None:
+    seen: list[bytes] = []
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        wire = Wire(stream)
+        while (request := await wire.request()) is not None:
+            seen.append(request)
+            await stream.send(NOT_VERIFIED)
+
+    async with (
+        raw_server(handle) as port,
+        vc.VerificationClient(f"http://proxy%40user:p%3Ass@127.0.0.1:{port}") as client,
+    ):
+        assert (await client.has_been_verified(4294967297)).verified is False
+    # base64("proxy@user:p:ss")
+    assert b"\r\nAuthorization: Basic cHJveHlAdXNlcjpwOnNz\r\n" in seen[0]

@@ -17,12 +17,13 @@ What a bad peer cannot do to it:
 
 from __future__ import annotations
 
+import base64
 import re
 import select
 import ssl
 from collections import deque
 from typing import Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import anyio.abc
@@ -99,6 +100,12 @@ class ConnectionPool:
         self._host = parts.hostname or ""
         self._authority = parts.netloc.rpartition("@")[2]
         self._prefix = parts.path.rstrip("/")
+        # Credentials in the URL go as HTTP Basic, as httpx sent them before this pool.
+        self._basic: list[tuple[str, str]] = []
+        if parts.username is not None:
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            token = base64.b64encode(pair.encode("utf-8")).decode("ascii")
+            self._basic = [("Authorization", f"Basic {token}")]
         self._problem: str | None = None
         port: int | None = None
         try:
@@ -199,6 +206,7 @@ class ConnectionPool:
             *request.headers,
             ("Accept-Encoding", ACCEPT_ENCODING),
             ("User-Agent", _USER_AGENT),
+            *self._basic,
         ]
         problem = None
         if not _TOKEN.fullmatch(request.method) or not _TARGET.fullmatch(target):
