@@ -15,7 +15,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import anyio
 import attrs
@@ -53,6 +53,13 @@ _JOURNAL_HELP = "a SQLite file, or postgresql://user@host/db?job=NAME shared by 
 
 class UsageError(Exception):
     """A command-line mistake: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line (the usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {safe(message)} (see {self.prog} --help)\n")
 
 
 def parse_duration(text: str) -> float:
@@ -164,7 +171,7 @@ def _environment_defaults(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="verif-client",
         description="Client and simulator for the GIACT VerificationServices v5 SecureLink "
         "operations. The password is read from VERIF_API_PASSWORD, never from a flag. "
