@@ -140,7 +140,7 @@ def test_a_send_in_flight_when_its_worker_died_becomes_unknown_and_is_not_resent
     assert alive.counts()["unknown"] == 1
     # The dead worker, should it come back, cannot record a send it no longer owns.
     assert not dead.mark_sent(row.line, 123)
-    assert dead.finish(row.line, "failed", {}) is None
+    assert dead.finish(row.line, "failed", {}, expected="sending") is None
 
 
 def test_resend_unknown_queues_unknown_rows_again(
@@ -171,8 +171,8 @@ def test_a_dead_workers_sent_rows_are_polled_by_another(
     expire_leases(job, dead)
     [taken] = alive.claim(send=0, poll=10).poll
     assert (taken.line, taken.request_id) == (row.line, 2**40)
-    assert dead.finish(row.line, "verified", {}) is None
-    finished = alive.finish(row.line, "verified", {"verified": True})
+    assert dead.finish(row.line, "verified", {}, expected="sent") is None
+    finished = alive.finish(row.line, "verified", {"verified": True}, expected="sent")
     assert finished is not None
     assert finished.to_output()["status"] == "verified"
 
@@ -202,7 +202,7 @@ def test_finished_rows_come_out_in_line_order(
     first, _ = workers
     for row in first.claim(send=10, poll=0).send:
         first.mark_sending(row.line)
-        first.finish(row.line, "failed", {"reason": "test"})
+        first.finish(row.line, "failed", {"reason": "test"}, expected="sending")
     assert [(row.line, row.state) for row in first.finished()] == [
         (2, "failed"),
         (3, "failed"),
@@ -210,7 +210,23 @@ def test_finished_rows_come_out_in_line_order(
         (5, "failed"),
     ]
     with pytest.raises(ValueError, match="final"):
-        first.finish(2, "sent", {})
+        first.finish(2, "sent", {}, expected="sending")
+
+
+def test_a_state_change_from_an_unexpected_state_is_refused(
+    workers: tuple[PostgresJournal, PostgresJournal],
+) -> None:
+    first, _ = workers
+    row = start_sending(first)
+    with pytest.raises(JournalError, match=f"line {row.line} is sending, expected sent"):
+        first.finish(row.line, "verified", {}, expected="sent")
+    with pytest.raises(JournalError, match=f"line {row.line} is sending, expected queued"):
+        first.mark_sending(row.line)
+    finished = first.finish(row.line, "unknown", {"reason": "timeout"}, expected="sending")
+    assert finished is not None
+    # A finished row is no worker's: a late change is refused, never written.
+    assert first.finish(row.line, "failed", {}, expected="sending") is None
+    assert [r.state for r in first.finished() if r.line == row.line] == ["unknown"]
 
 
 def test_a_database_from_a_newer_library_is_refused(job: str) -> None:
