@@ -480,3 +480,16 @@ def test_version_and_help_name_the_environment_variables(tmp_path: Path) -> None
     helptext = cli("bulk", "run", "--help", cwd=tmp_path).stdout
     for words in ("VERIF_BASE_URL", "VERIF_BINDING", "VERIF_TIMEOUT", "VERIF_RATE", "default 50"):
         assert words in re.sub(r"\s+", " ", helptext)
+
+
+def test_verbose_turns_on_the_librarys_debug_log(
+    tmp_path: Path, simulator: tuple[Simulator, str]
+) -> None:
+    _, base_url = simulator
+    argv = ["call", "GetMobileConsentText", "--base-url", base_url, "--binding", "http-get"]
+    quiet = cli(*argv, cwd=tmp_path)
+    loud = cli("-v", *argv, cwd=tmp_path)
+    assert quiet.returncode == loud.returncode == 0
+    assert quiet.stderr == ""
+    assert "DEBUG verif_client" in loud.stderr
+    assert "GetMobileConsentText" in loud.stderr
