@@ -179,8 +179,9 @@ def test_a_second_process_once_the_first_is_sending_is_refused_and_a_kill_is_tak
     assert {row["line"] for row in rows.values() if row["status"] == "unknown"} == in_flight
 
 
-def test_sigint_records_the_requests_in_flight_and_a_resume_finishes(
-    tmp_path: Path, simulator: tuple[Simulator, str]
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_records_the_requests_in_flight_and_a_resume_finishes(
+    tmp_path: Path, simulator: tuple[Simulator, str], signum: int
 ) -> None:
     sim, base_url = simulator
     sim.config = SimulatorConfig(latency=0.4, script=Script(pending_polls=0))
@@ -193,8 +194,8 @@ def test_sigint_records_the_requests_in_flight_and_a_resume_finishes(
         return len(in_flight) >= 3
 
     wait_until(some_in_flight, process)
-    process.send_signal(signal.SIGINT)
-    message = finish(process, 130)
+    process.send_signal(signum)
+    message = finish(process, 128 + signum)
     assert "resume with: verif-client bulk run" in message
     states = job.states()
     for line in in_flight:
@@ -206,6 +207,26 @@ def test_sigint_records_the_requests_in_flight_and_a_resume_finishes(
     assert max(texted(sim).values()) == 1
     assert {row["status"] for row in job.outputs().values()} == {"verified"}
     assert len(job.outputs()) == 40
+
+
+def test_a_second_signal_stops_at_once_and_the_requests_in_flight_become_unknown(
+    tmp_path: Path, simulator: tuple[Simulator, str]
+) -> None:
+    sim, base_url = simulator
+    sim.config = SimulatorConfig(latency=30, script=Script(pending_polls=0))
+    job = Job(tmp_path, base_url, [f"515{n:07d}" for n in range(10)], "soap11")
+    process = job.start("--concurrency", "3", "--grace", "60s")
+    wait_until(lambda: sum(s == "sending" for s, _ in job.states().values()) == 3, process)
+    process.send_signal(signal.SIGINT)
+    assert process.stderr is not None
+    while b"stopping:" not in process.stderr.readline():
+        assert process.poll() is None
+    process.send_signal(signal.SIGINT)
+    finish(process, 130)
+    states = job.states()
+    assert sorted(state for state, _ in states.values()) == ["queued"] * 7 + ["unknown"] * 3
+    rows = job.outputs()
+    assert all("stopped while the SMS request was in flight" in r["reason"] for r in rows.values())
 
 
 # -- a peer whose answers prove nothing ----------------------------------------
@@ -403,6 +424,10 @@ def test_a_forced_encoding_runs_the_rows_that_decode(
     assert rows["5125550101"]["status"] == "invalid"
     assert "0x81" in rows["5125550101"]["reason"]
     assert [call.params["ConfirmationQuestion"] for call in sim.calls(SEND)] == ["Caf\u00e9?"]
+    # The journal is bound to the input as read: another encoding is another input.
+    message = finish(job.start("--encoding", "latin-1"), 3)
+    assert message.count("\n") == 1
+    assert "different input" in message
 
 
 MISTAKES = [
