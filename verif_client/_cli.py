@@ -84,27 +84,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a fraction from 0 to 1")
-    return value
-
-
 def _binding(text: str) -> Binding:
     try:
         return Binding(text)

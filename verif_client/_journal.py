@@ -28,9 +28,10 @@ to the living.
 from __future__ import annotations
 
 import enum
+import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 import attrs
 
@@ -83,6 +84,31 @@ def state_mismatch_error(where: str, line: int, expected: str, found: str | None
         f"{where}: line {line} is {found or 'missing'}, expected {expected}; "
         "another process changed the journal behind this run's back, so it stops"
     )
+
+
+J = TypeVar("J")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reported(
+    errors: type[Exception] | tuple[type[Exception], ...], where: Callable[[J], str]
+) -> Callable[[Callable[Concatenate[J, P], R]], Callable[Concatenate[J, P], R]]:
+    """A decorator: a storage failure (``errors``) surfaces as a JournalError
+    naming the journal (``where(journal)``), which the command line reports in
+    one line."""
+
+    def decorate(method: Callable[Concatenate[J, P], R]) -> Callable[Concatenate[J, P], R]:
+        @functools.wraps(method)
+        def wrapper(journal: J, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(journal, *args, **kwargs)
+            except errors as exc:
+                raise JournalError(f"{where(journal)}: {str(exc).strip()}") from exc
+
+        return wrapper
+
+    return decorate
 
 
 def different_input_error() -> JournalError:

@@ -26,14 +26,13 @@ thread, which also keeps the backend usable under trio.
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
@@ -50,6 +49,7 @@ from ._journal import (
     check_final,
     different_input_error,
     newer_schema_error,
+    reported,
     state_mismatch_error,
 )
 from ._ratelimit import gcra_parameters
@@ -102,25 +102,14 @@ _MIGRATIONS: Final[dict[int, str]] = {
 }
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
+def _where(journal: PostgresJournal) -> str:
+    return journal._where
 
 
-def _reported(
-    method: Callable[Concatenate[PostgresJournal, P], R],
-) -> Callable[Concatenate[PostgresJournal, P], R]:
-    """A database failure surfaces as a JournalError naming the job, which the
-    command line reports in one line (the worker's leases then lapse and its
-    rows pass to the others)."""
-
-    @functools.wraps(method)
-    def wrapper(journal: PostgresJournal, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(journal, *args, **kwargs)
-        except psycopg.Error as exc:
-            raise JournalError(f"{journal._where}: {str(exc).strip()}") from exc
-
-    return wrapper
+# A database failure surfaces as a JournalError naming the job, which the
+# command line reports in one line (the worker's leases then lapse and its
+# rows pass to the others).
+_reported: Final = reported(psycopg.Error, _where)
 
 
 def parse_location(location: str) -> tuple[str, str, float]:

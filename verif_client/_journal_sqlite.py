@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import datetime
 import fcntl
-import functools
 import json
 import os
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final
 
 from ._journal import (
     ALL_STATES,
@@ -39,6 +38,7 @@ from ._journal import (
     RowState,
     check_final,
     newer_schema_error,
+    reported,
     state_mismatch_error,
 )
 from ._ratelimit import RateLimiter
@@ -61,24 +61,14 @@ CREATE TABLE IF NOT EXISTS rows (
 CREATE INDEX IF NOT EXISTS rows_state ON rows (state);
 """
 
-P = ParamSpec("P")
-R = TypeVar("R")
+
+# A database failure (disk full, file corrupted or made read-only under the
+# run) surfaces as a JournalError naming the file.
+def _where(journal: SQLiteJournal) -> str:
+    return journal.path
 
 
-def _reported(
-    method: Callable[Concatenate[SQLiteJournal, P], R],
-) -> Callable[Concatenate[SQLiteJournal, P], R]:
-    """A database failure (disk full, file corrupted or made read-only under
-    the run) surfaces as a JournalError naming the file, reported in one line."""
-
-    @functools.wraps(method)
-    def wrapper(journal: SQLiteJournal, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(journal, *args, **kwargs)
-        except sqlite3.Error as exc:
-            raise JournalError(f"{journal.path}: {exc}") from exc
-
-    return wrapper
+_reported: Final = reported(sqlite3.Error, _where)
 
 
 def _owner_of(path: str) -> str:
