@@ -140,16 +140,18 @@ def test_two_processes_at_once_on_one_journal_text_each_number_at_most_once(
     tmp_path: Path, simulator: tuple[Simulator, str]
 ) -> None:
     sim, base_url = simulator
-    job = Job(tmp_path, base_url, [f"512{n:07d}" for n in range(60)], "soap11")
+    job = Job(tmp_path, base_url, [f"512{n:07d}" for n in range(150)], "soap11")
     first, second = job.start("--concurrency", "4"), job.start("--concurrency", "4")
-    statuses = sorted([first.wait(timeout=120), second.wait(timeout=120)])
-    assert statuses == [0, 3]
-    refused = next(p for p in (first, second) if p.returncode == 3)
-    message = refused.communicate()[1].decode()
-    assert message.count("\n") == 1, message
-    assert f"{job.journal}: in use by" in message
+    errors = {process: finish(process, process.wait(timeout=120)) for process in (first, second)}
+    # One owner: the other is refused in one line. (Should one process start so late
+    # that the first has finished, it finds nothing left to send: also exit 0.)
+    assert sorted(process.returncode for process in errors) in ([0, 3], [0, 0])
+    for process, message in errors.items():
+        if process.returncode == 3:
+            assert message.count("\n") == 1, message
+            assert f"{job.journal}: in use by" in message
     assert max(texted(sim).values()) == 1
-    assert len(texted(sim)) == 60
+    assert len(texted(sim)) == 150
 
 
 def test_a_second_process_once_the_first_is_sending_is_refused_and_a_kill_is_taken_over(
