@@ -520,3 +520,11 @@ def test_verbose_turns_on_the_librarys_debug_log(
     assert quiet.stderr == ""
     assert "DEBUG verif_client" in loud.stderr
     assert "GetMobileConsentText" in loud.stderr
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path, simulator: tuple[Simulator, str]) -> None:
+    _, base_url = simulator
+    port = base_url.rsplit(":", 1)[1]
+    done = cli("simulate", "--port", port, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr == f"verif-client: simulate: 127.0.0.1:{port}: Address already in use\n"

@@ -315,8 +315,8 @@ def rewrite_output(journal: Journal, path: str) -> IO[str]:
 
 
 IN_FLIGHT_STOP_REASON: Final = (
-    "the job was stopped while the SMS request was in flight; "
-    "it may or may not have been sent (rerun with --resend-unknown)"
+    "the job was stopped while the SMS request was in flight; it may or may not have "
+    "been sent (--resend-unknown sends it again, texting twice if it was)"
 )
 
 

@@ -411,6 +411,12 @@ async def _bulk_run(args: argparse.Namespace, options: BulkOptions, data: bytes 
             file=sys.stderr,
         )
         return signals.exit_status
+    if counts[RowState.UNKNOWN]:
+        print(
+            f"verif-client: {counts[RowState.UNKNOWN]} rows are unknown: their SMS may have been "
+            "sent (see each row's reason); --resend-unknown would send them again",
+            file=sys.stderr,
+        )
     if counts[RowState.FAILED] or counts[RowState.UNKNOWN]:
         return EXIT_ROWS_FAILED
     return 0
@@ -450,8 +456,11 @@ def _simulate(args: argparse.Namespace) -> int:
     from .simulator import _main as simulator_main
 
     simulator = simulator_main.simulator_from_args(args)
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(simulator_main.run, simulator, args.host, args.port)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(simulator_main.run, simulator, args.host, args.port)
+    except OSError as exc:
+        return _fail(EXIT_SERVICE, f"simulate: {args.host}:{args.port}: {exc.strerror or exc}")
     return 0
 
 

@@ -66,8 +66,8 @@ FINAL_STATES: Final = frozenset(
 ALL_STATES: Final = (RowState.QUEUED, RowState.SENDING, RowState.SENT, *sorted(FINAL_STATES))
 RECORD_COLUMNS: Final = "line, user_id, phone_number, question, state, request_id, sent_at, result"
 IN_FLIGHT_REASON: Final = (
-    "the SMS request was in flight when the job stopped; "
-    "it may or may not have been sent (rerun with --resend-unknown)"
+    "the SMS request was in flight when the job's process died; it may or may not have "
+    "been sent (--resend-unknown sends it again, texting twice if it was)"
 )
 
 
