@@ -602,6 +602,10 @@ class _Run:
         while True:
             await anyio.sleep(lease / 3)
             await self.db(self.journal.renew)
+            # Other workers move rows too: recount, for an honest progress display.
+            counts = await self.db(self.journal.counts)
+            self.progress.states.clear()
+            self.progress.states.update(counts)
 
     async def settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
         line = self.lines_by_request[outcome.request_id]
