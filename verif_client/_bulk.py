@@ -28,7 +28,7 @@ import attrs
 
 from ._bindings import codec_for
 from ._client import VerificationClient
-from ._codec import Binding, Codec
+from ._codec import Codec
 from ._errors import (
     AuthenticationError,
     DeliveryUnknownError,
@@ -49,6 +49,7 @@ from ._journal import (
 from ._operations import get_operation
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 from ._results import RequestResult
+from ._service import Binding
 from ._terminal import safe
 
 _SEND: Final = get_operation("SecureLink_Confirmation_SendRequestViaSms")

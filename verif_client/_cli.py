@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import json
 import logging
 import os
@@ -20,7 +19,7 @@ from typing import Any, Final, NoReturn
 import anyio
 import attrs
 
-from . import _xsd
+from . import __version__, _xsd
 from ._bulk import (
     BulkInputError,
     BulkOptions,
@@ -31,11 +30,12 @@ from ._bulk import (
     write_output,
 )
 from ._client import VerificationClient
-from ._codec import Binding, Codec
+from ._codec import Codec
 from ._errors import VerifClientError
 from ._journal import ALL_STATES, FINAL_STATES, Journal, JournalError, RowState, open_journal
 from ._operations import OPERATIONS, get_operation
 from ._progress import ProgressDisplay
+from ._service import Binding
 from ._terminal import safe, safe_json
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         "3 journal problem, 4 bulk job done with failed or unknown rows, "
         "130/143 stopped by SIGINT/SIGTERM.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log every request (DEBUG) to stderr"
     )
@@ -242,13 +242,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--keep", metavar="DIR", help="keep the journal and output in DIR")
     return parser
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("verif-client")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
-        return "unknown"
 
 
 def _client(args: argparse.Namespace, journal: Journal | None = None) -> VerificationClient:

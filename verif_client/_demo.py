@@ -13,10 +13,10 @@ import httpx
 from ._bulk import BulkOptions, load_input, run_bulk
 from ._cli import print_counts
 from ._client import VerificationClient
-from ._codec import Binding
 from ._journal import open_journal
 from ._polling import PollPolicy
 from ._progress import ProgressDisplay
+from ._service import Binding
 
 DEMO_QUESTION = "Did you ask to pay $25 to ACME & Co.?"
 # Fast enough that the demo ends in seconds; real jobs use the defaults.

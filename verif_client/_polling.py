@@ -35,20 +35,19 @@ import itertools
 import logging
 import math
 import random
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Protocol, TypedDict
 
 import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._compat import TypeVar
 from ._errors import VerifClientError
+from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
 from ._results import LocationResult, VerificationResult
 from ._retry import RetryPolicy, grown
-
-if TYPE_CHECKING:
-    from ._client import VerificationClient
 
 logger = logging.getLogger("verif_client")
 
@@ -63,15 +62,8 @@ class PollStatus(enum.Enum):
     FAILED = "failed"
 
 
-def _non_negative(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value >= 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
-def _fraction(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not 0 <= value <= 1:
-        raise ValueError(f"{attribute.name} must be between 0 and 1, got {value!r}")
-
+_NON_NEGATIVE: Final = attrs.validators.ge(0.0)
+_FRACTION: Final = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
 
 POLL_RETRY: Final = RetryPolicy(attempts=3, initial_backoff=0.5, max_backoff=2.0, deadline=15.0)
 
@@ -92,11 +84,11 @@ class PollPolicy:
     DECLINED instead of asking again.
     """
 
-    initial_delay: float = attrs.field(default=1.0, validator=_non_negative)
-    multiplier: float = attrs.field(default=1.5, validator=_non_negative)
-    max_delay: float = attrs.field(default=15.0, validator=_non_negative)
-    jitter: float = attrs.field(default=0.5, validator=_fraction)
-    timeout: float = attrs.field(default=600.0, validator=_non_negative)
+    initial_delay: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
+    multiplier: float = attrs.field(default=1.5, validator=_NON_NEGATIVE)
+    max_delay: float = attrs.field(default=15.0, validator=_NON_NEGATIVE)
+    jitter: float = attrs.field(default=0.5, validator=_FRACTION)
+    timeout: float = attrs.field(default=600.0, validator=_NON_NEGATIVE)
     retry: RetryPolicy = POLL_RETRY
     false_is_final: bool = False
 
@@ -132,19 +124,35 @@ class LocationOutcome(_Outcome[LocationResult]):
 
 
 Outcome = VerificationOutcome | LocationOutcome
+"""Either kind of outcome: what ``poll_verifications_and_locations`` yields."""
+
+# The outcome type a poll run yields; covariant, so that a run watching both
+# kinds is typed as yielding their union (also what a bare ``PollStream`` means).
+_O = TypeVar("_O", bound=Outcome, covariant=True, default=Outcome)
 
 
-class _Kind:
+class CallOperation(Protocol):
+    """All the poller needs of a client: call one operation with its
+    parameters under a retry policy, and return its result."""
+
+    def __call__(
+        self, operation: Operation[Any], params: Mapping[str, object], *, retry: RetryPolicy
+    ) -> Awaitable[object]: ...
+
+
+class PollKind(Generic[_O]):
     """What differs between polling verifications and polling locations."""
 
     def __init__(
         self,
-        outcome: type[VerificationOutcome] | type[LocationOutcome],
-        operation: str,
+        outcome: Callable[..., _O],
+        operation: Operation[Any],
         judge: Callable[[object, PollPolicy], PollStatus | None],
     ) -> None:
         self.outcome = outcome
         self.operation = operation
+        # Both polled operations take the request id as their one parameter.
+        (self.request_id_param,) = operation.param_names
         self.judge = judge
 
 
@@ -164,10 +172,24 @@ def _judge_location(result: object, policy: PollPolicy) -> PollStatus | None:
     return None if result.pending else PollStatus.FAILED
 
 
-VERIFICATION: Final = _Kind(
-    VerificationOutcome, "SecureLink_SecurityCode_HasBeenVerified", _judge_verification
-)
-LOCATION: Final = _Kind(LocationOutcome, "SecureLink_MobileLocation_GetResult", _judge_location)
+VERIFICATION: Final = PollKind(VerificationOutcome, HAS_BEEN_VERIFIED, _judge_verification)
+LOCATION: Final = PollKind(LocationOutcome, GET_MOBILE_LOCATION, _judge_location)
+BOTH: Final[tuple[PollKind[Outcome], ...]] = (VERIFICATION, LOCATION)
+
+
+class PollOptions(TypedDict, total=False):
+    """How a poll run polls: ``policy`` (default ``PollPolicy()``) and
+    ``max_concurrency`` (default 100, calls in flight at once)."""
+
+    policy: PollPolicy
+    max_concurrency: int
+
+
+class PollRunOptions(PollOptions, total=False):
+    """``PollOptions`` and ``keep_open`` (default False): keep the input
+    open for ``add()`` until ``close_input()``."""
+
+    keep_open: bool
 
 
 class _Watch:
@@ -175,7 +197,7 @@ class _Watch:
 
     __slots__ = ("attempts", "deadline", "kind", "last", "polls", "request_id", "started")
 
-    def __init__(self, request_id: int, kind: _Kind, now: float, timeout: float) -> None:
+    def __init__(self, request_id: int, kind: PollKind[Any], now: float, timeout: float) -> None:
         self.request_id = request_id
         self.kind = kind
         self.started = now
@@ -185,28 +207,30 @@ class _Watch:
         self.last: object = None
 
 
-class PollStream:
+class PollStream(Generic[_O]):
     """The outcomes of one poll run, as they settle (not in input order).
 
     Iterate it with ``async for``; it ends when every id given has exactly one
     outcome per kind and no more ids can come. ``add()`` watches more ids while
     the input is open (see ``keep_open``), ``close_input()`` ends the input.
+    ``PollStream[VerificationOutcome]`` yields verification outcomes,
+    ``PollStream[LocationOutcome]`` location outcomes.
     """
 
     def __init__(
         self,
-        client: VerificationClient,
-        kinds: tuple[_Kind, ...],
+        call: CallOperation,
+        kinds: tuple[PollKind[_O], ...],
         policy: PollPolicy,
-        max_concurrency: int,
+        workers: int,
         rng: random.Random,
     ) -> None:
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
-        self._client = client
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers!r}")
+        self._call = call
         self._kinds = kinds
         self._policy = policy
-        self._max_concurrency = max_concurrency
+        self._workers = workers
         self._rng = rng
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
@@ -215,11 +239,11 @@ class PollStream:
         self._wakeup = anyio.Event()
         # When the dispatcher will look at the heap again on its own (-inf: it is awake).
         self._dispatcher_wakes_at = -math.inf
-        self._results_in: MemoryObjectSendStream[Outcome]
-        self._results_out: MemoryObjectReceiveStream[Outcome]
+        self._results_in: MemoryObjectSendStream[_O]
+        self._results_out: MemoryObjectReceiveStream[_O]
         self._results_in, self._results_out = anyio.create_memory_object_stream(math.inf)
 
-    def __aiter__(self) -> AsyncIterator[Outcome]:
+    def __aiter__(self) -> AsyncIterator[_O]:
         return self._results_out.__aiter__()
 
     def add(self, request_id: int, *, timeout: float | None = None) -> None:
@@ -261,9 +285,7 @@ class PollStream:
         async with anyio.create_task_group() as tg:
             if isinstance(source, AsyncIterable):
                 tg.start_soon(self._feed, source)
-            # A worker beyond the client's connection slots could only wait for
-            # one: it would add queueing, not throughput.
-            for _ in range(min(self._max_concurrency, self._client.max_connections)):
+            for _ in range(self._workers):
                 tg.start_soon(self._worker, due_receive.clone())
             due_receive.close()
             async with due_send:
@@ -316,8 +338,9 @@ class PollStream:
         watch.polls += 1
         error: VerifClientError | None = None
         try:
-            watch.last = await self._client.call_with(
-                watch.kind.operation, {"RequestId": watch.request_id}, retry=policy.retry
+            kind = watch.kind
+            watch.last = await self._call(
+                kind.operation, {kind.request_id_param: watch.request_id}, retry=policy.retry
             )
             status = watch.kind.judge(watch.last, policy)
         except VerifClientError as exc:
@@ -343,7 +366,7 @@ class PollStream:
         outcome = watch.kind.outcome(
             request_id=watch.request_id,
             status=status,
-            result=watch.last,  # type: ignore[arg-type]
+            result=watch.last,
             error=error,
             attempts=watch.attempts,
             elapsed=now - watch.started,
@@ -356,15 +379,17 @@ class PollStream:
 
 @asynccontextmanager
 async def poll(
-    client: VerificationClient,
+    call: CallOperation,
     request_ids: Iterable[int] | AsyncIterable[int],
-    kinds: tuple[_Kind, ...],
+    kinds: tuple[PollKind[_O], ...],
     *,
     policy: PollPolicy,
-    max_concurrency: int,
+    workers: int,
     keep_open: bool,
-) -> AsyncIterator[PollStream]:
-    stream = PollStream(client, kinds, policy, max_concurrency, random.Random())
+) -> AsyncIterator[PollStream[_O]]:
+    """Run one poll run: ``workers`` tasks share the due ids and ask through
+    ``call``; the stream yields each id's outcome per kind as it settles."""
+    stream = PollStream(call, kinds, policy, workers, random.Random())
     if not isinstance(request_ids, AsyncIterable):
         for request_id in request_ids:
             stream.add(request_id)

@@ -6,16 +6,15 @@ PostgreSQL database) records every step, so a job killed at any point resumes
 where it was and never texts a number twice::
 
     import anyio
-    import verif_client as vc
-    from verif_client import bulk
+    from verif_client import SANDBOX_BASE_URL, VerificationClient, bulk
 
     async def main() -> None:
-        async with vc.VerificationClient("https://...", username="u", password="p") as client:
+        async with VerificationClient(SANDBOX_BASE_URL, username="u", password="p") as client:
             counts = await bulk.run_job(
                 client,
                 journal="march.sqlite",
                 output="march.jsonl",
-                data=open("numbers.csv", "rb").read(),
+                data=await anyio.Path("numbers.csv").read_bytes(),
                 options=bulk.BulkOptions(question="Did you ask to pay $25 to ACME?"),
             )
         print(counts)  # rows by state: {"verified": 180, "declined": 3, ...}

@@ -19,13 +19,12 @@ from lxml import etree
 
 from .. import _xml, _xsd
 from .._operations import OPERATIONS, Operation, Param
+from .._service import FORM_CONTENT_TYPE, REQUEST_VALIDATION, soap_action
 from . import _responses as r
 from ._state import ServiceState
 from ._wire import SOAP_ENVELOPES, bare_response, soap_fault, soap_response
 from ._wsdl import SERVICE_NAME, wsdl_document
 
-FORM: Final = "application/x-www-form-urlencoded"
-_DANGEROUS: Final = re.compile(r"<[A-Za-z!/?]|&#")
 _INT64: Final = re.compile(r"[ \t\r\n]*[+-]?[0-9]+[ \t\r\n]*")
 _ACTION_PARAM: Final = re.compile(r';\s*action\s*=\s*"?([^";]*)"?', re.IGNORECASE)
 _CLR_NAMES: Final = {"long": "System.Int64", "int": "System.Int32", "string": "System.String"}
@@ -92,8 +91,7 @@ class AsmxEndpoint:
         self.namespace = namespace
         self.endpoint_path = endpoint_path.rstrip("/")
         self.credentials = credentials
-        separator = "" if namespace.endswith("/") else "/"
-        self._by_action = {f"{namespace}{separator}{op.name}": op for op in OPERATIONS}
+        self._by_action = {soap_action(namespace, op.name): op for op in OPERATIONS}
         self._by_lower_name = {op.name.lower(): op for op in OPERATIONS}
 
     # -- routing --------------------------------------------------------------
@@ -144,7 +142,7 @@ class AsmxEndpoint:
         content_type = request.headers.get("content-type")
         source: str
         if binding == "http-post":
-            if op.params and _media_type(content_type) != FORM:
+            if op.params and _media_type(content_type) != FORM_CONTENT_TYPE:
                 return Call(
                     binding,
                     op,
@@ -155,7 +153,7 @@ class AsmxEndpoint:
                         *r.READ_PARAMETERS,
                     ),
                 )
-            raw = request.body if _media_type(content_type) == FORM else b""
+            raw = request.body if _media_type(content_type) == FORM_CONTENT_TYPE else b""
             source = "Request.Form"
         else:
             raw = request.query
@@ -191,7 +189,7 @@ class AsmxEndpoint:
     ) -> r.Response | None:
         reader = r.PARAMETER_READERS[binding]
         if text is not None:
-            match = _DANGEROUS.search(text)
+            match = REQUEST_VALIDATION.search(text)
             if match:
                 return r.asmx_error(
                     "System.Web.HttpRequestValidationException (0x80004005): A potentially "

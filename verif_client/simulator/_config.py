@@ -8,8 +8,8 @@ from typing import Final, Literal
 
 import attrs
 
-from .._codec import ENDPOINT_PATH
 from .._results import Location
+from .._service import ENDPOINT_PATH
 
 Answer = Literal["verified", "declined", "never"]
 LocationAnswer = Literal["shared", "denied", "never"]

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import attrs
 
-from .._codec import DEFAULT_NAMESPACE
 from .._results import Location
+from .._service import DEFAULT_NAMESPACE
 from . import _phone
 from . import _responses as r
 from ._asmx import AsmxEndpoint, Call, Request
