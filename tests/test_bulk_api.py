@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -90,3 +92,32 @@ async def test_a_stop_requested_up_front_sends_nothing_and_a_later_run_finishes(
     assert counts[bulk.RowState.QUEUED] == 2
     counts = await bulk.run_job(client, **where, options=OPTIONS)
     assert counts[bulk.RowState.VERIFIED] == 2
+
+
+async def test_a_row_changed_behind_the_runs_back_stops_it_with_a_journal_error(
+    tmp_path: Path,
+) -> None:
+    simulator = Simulator(config=SimulatorConfig(script=Script(pending_polls=1)))
+    journal = tmp_path / "job.sqlite"
+
+    async def meddling(scope: Any, receive: Any, send: Any) -> None:
+        # At the first SMS, another writer marks every queued row invalid: the
+        # run's next queued -> sending must find the row changed, and stop.
+        with sqlite3.connect(journal) as db:
+            db.execute("UPDATE rows SET state = 'invalid' WHERE state = 'queued'")
+        await simulator(scope, receive, send)
+
+    async with vc.VerificationClient(
+        "http://simulator",
+        transport=httpx.ASGITransport(app=meddling),
+        binding=vc.Binding.HTTP_GET,
+        rate_limit=1,  # the second send waits a second for its slot, long after the first
+    ) as client:
+        with pytest.raises(bulk.JournalError, match=r"line 3 is invalid, expected queued"):
+            await bulk.run_job(
+                client,
+                journal=str(journal),
+                output=str(tmp_path / "out.jsonl"),
+                data=b"phone_number\n5550001111\n5550002222\n",
+                options=OPTIONS,
+            )

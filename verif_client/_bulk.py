@@ -8,6 +8,7 @@ a finished one, whatever point the previous run was killed at.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import functools
 import hashlib
@@ -43,6 +44,7 @@ from ._journal import (
     InputRow,
     JobRow,
     Journal,
+    JournalError,
     RowState,
     different_input_error,
 )
@@ -507,10 +509,16 @@ class _Run:
             if written:
                 await self.finish(row.line, RowState.INVALID, {"reason": str(exc)}, SENDING)
             return
+        except JournalError:
+            raise  # the journal cannot record what happens: the run stops
         except VerifClientError as exc:
-            if written:
-                state = outcome_of_failure(exc, written=True)
-                await self.finish(row.line, state, {"reason": str(exc)}, SENDING)
+            if not written:
+                # Failed before the request was handed over: it never left.
+                if not await self.db(self.journal.mark_sending, row.line):
+                    return
+                self.progress.move(RowState.QUEUED, RowState.SENDING)
+            state = outcome_of_failure(exc, written=written)
+            await self.finish(row.line, state, {"reason": str(exc)}, SENDING)
             return
         except anyio.get_cancelled_exc_class():
             if written:
@@ -628,6 +636,30 @@ class _Run:
 SENDING: Final = RowState.SENDING
 
 
+def _library_error(group: BaseExceptionGroup[BaseException]) -> VerifClientError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, VerifClientError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _library_error(exc)
+            if found is not None:
+                return found
+    return None
+
+
+@contextlib.contextmanager
+def _library_error_unwrapped() -> Iterator[None]:
+    """The run's task groups wrap a failure in an exception group; the caller
+    gets the library's own error (a JournalError, say), as from any call."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error = _library_error(group)
+        if error is None:
+            raise
+        raise error from None
+
+
 async def run_bulk(
     client: VerificationClient,
     journal: Journal,
@@ -662,7 +694,7 @@ async def run_bulk(
     try:
         if stopper.requests:
             progress.stopping = True
-        with run.whole:
+        with _library_error_unwrapped(), run.whole:
             async with (
                 poll(policy=policy, keep_open=True, max_concurrency=options.concurrency) as stream,
                 anyio.create_task_group() as tg,
