@@ -241,6 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--rows", type=_positive_int, default=1000, help="numbers in the job (default 1000)"
     )
     demo.add_argument("--keep", metavar="DIR", help="keep the journal and output in DIR")
+    for command in (call, simulate, run, status, export, demo):
+        # Also after the command, where it is typed last; SUPPRESS keeps one given before.
+        command.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="log every request (DEBUG) to stderr",
+        )
     return parser
 
 
