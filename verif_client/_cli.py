@@ -405,9 +405,8 @@ async def _bulk_run(args: argparse.Namespace, options: BulkOptions, data: bytes 
     print_counts(counts)
     if stopper.requests:
         left = sum(counts[state] for state in ALL_STATES if state not in FINAL_STATES)
-        resume = shlex.join(
-            ["verif-client", "bulk", "run", "--journal", args.journal, "--output", args.output]
-        )
+        # The same command resumes: the journal knows its input and what is left.
+        resume = shlex.join(["verif-client", *args.argv])
         print(
             f"verif-client: stopped with {left} rows unfinished; resume with: {safe(resume)}",
             file=sys.stderr,
@@ -502,7 +501,9 @@ def _fail(status: int, message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     if args.verbose:
         _verbose()
     try:
