@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from . import codec, economy, memory, polling, startup
+from . import codec, economy, hooks, memory, polling, startup
 from .common import Report, Settings
 
 SECTIONS: dict[str, Callable[[Report, Settings], None]] = {
@@ -21,6 +21,7 @@ SECTIONS: dict[str, Callable[[Report, Settings], None]] = {
     "startup": startup.run,
     "economy": economy.run,
     "issue5": memory.issue5,
+    "hooks": hooks.run,
 }
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -92,3 +94,17 @@ async def wait_for(condition: Callable[[], bool], what: str, limit: float = 30.0
         while not condition():  # noqa: ASYNC110 (another thread or process owns it)
             await anyio.sleep(0.005)
     assert condition(), what
+
+
+def run_cli(
+    *args: str, base_url: str, username: str = USER, password: str = PASSWORD
+) -> subprocess.CompletedProcess[str]:
+    """``verif-client`` in a subprocess, configured through the environment."""
+    env = {
+        **os.environ,
+        "VERIF_BASE_URL": base_url,
+        "VERIF_API_USERNAME": username,
+        "VERIF_API_PASSWORD": password,
+    }
+    command = [sys.executable, "-m", "verif_client._cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)

@@ -18,7 +18,7 @@ from verif_client.simulator import Script, Simulator, SimulatorConfig
 
 pytestmark = pytest.mark.anyio
 
-FAST = vc.PollPolicy(initial_delay=0.02, max_delay=0.1, false_is_final=True)
+FAST = vc.PollPolicy(initial_delay=0.02, max_delay=0.1, false_means="final")
 OPTIONS = bulk.BulkOptions(question="Pay?", concurrency=5, deadline=5, policy=FAST)
 
 

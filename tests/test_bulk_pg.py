@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 from pathlib import Path
 
 import anyio
@@ -12,17 +13,18 @@ import pytest
 
 from verif_client import Binding, PollPolicy, VerificationClient
 from verif_client._bulk import BulkOptions, load_input, run_bulk
+from verif_client._cli import main
 from verif_client._journal import open_journal
 from verif_client.simulator import Script, Simulator, SimulatorConfig
 
 pytest.importorskip("psycopg")
 pytestmark = pytest.mark.anyio
 
-FAST = PollPolicy(initial_delay=0.02, max_delay=0.1, false_is_final=True)
+FAST = PollPolicy(initial_delay=0.02, max_delay=0.1, false_means="final")
 
 
 async def test_two_workers_in_one_process_finish_every_row_once(
-    postgres_db: str, tmp_path: Path
+    postgres_db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     simulator = Simulator(config=SimulatorConfig(script=Script(pending_polls=1)))
     data = ("phone_number\n" + "".join(f"555000{i:04d}\n" for i in range(60)) + "x\n").encode()
@@ -66,3 +68,9 @@ async def test_two_workers_in_one_process_finish_every_row_once(
     ]
     assert max(len(set(lines)) for lines in outputs) == 61
     assert all(len(lines) == len(set(lines)) for lines in outputs)
+    # `bulk status` counts the whole job, whichever worker finished each row.
+    capsys.readouterr()
+    assert main(["bulk", "status", "--journal", location]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"^verified\s+60$", printed, re.MULTILINE), printed
+    assert re.search(r"^total\s+61$", printed, re.MULTILINE), printed

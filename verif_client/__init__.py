@@ -17,6 +17,16 @@ from ._errors import (
     TransportError,
     VerifClientError,
 )
+from ._hooks import (
+    Hooks,
+    LimitWaited,
+    PollAdded,
+    PollPolled,
+    PollSettled,
+    RequestEnded,
+    RequestStarted,
+    RetryScheduled,
+)
 from ._operations import (
     GET_MOBILE_CONSENT_TEXT,
     GET_MOBILE_LOCATION,
@@ -28,6 +38,7 @@ from ._operations import (
     Operation,
     get_operation,
 )
+from ._otel import OpenTelemetryHooks
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 from ._ratelimit import Limiter, RateLimiter
 from ._results import Location, LocationResult, RequestResult, VerificationResult
@@ -44,6 +55,15 @@ from ._sync import SyncVerificationClient
 __version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it from here
 
 __all__ = [
+    "OpenTelemetryHooks",
+    "RetryScheduled",
+    "RequestStarted",
+    "RequestEnded",
+    "PollSettled",
+    "PollPolled",
+    "PollAdded",
+    "LimitWaited",
+    "Hooks",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_NAMESPACE",
     "ENDPOINT_PATH",

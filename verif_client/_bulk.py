@@ -72,8 +72,9 @@ Ts = TypeVarTuple("Ts")
 _CLAIM_BATCH: Final = 20
 _POLL_BATCH: Final = 500
 
-# A bulk job wants a decision per row: a "no" is final rather than pending.
-BULK_POLL_POLICY: Final = PollPolicy(false_is_final=True)
+# A "no" is final once the service has shown it says "not yet" with nil; a
+# service answering a plain bool says false until the owner acts (see PollPolicy).
+BULK_POLL_POLICY: Final = PollPolicy(false_means="auto")
 
 
 @attrs.frozen(slots=True)

@@ -14,12 +14,12 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, get_args
 
 import anyio
 import attrs
 
-from . import __version__, _xsd
+from . import __version__, _prometheus, _xsd
 from ._bulk import (
     BulkInputError,
     BulkOptions,
@@ -32,8 +32,10 @@ from ._bulk import (
 from ._client import VerificationClient
 from ._codec import Codec
 from ._errors import VerifClientError
+from ._hooks import Hooks
 from ._journal import ALL_STATES, FINAL_STATES, Journal, JournalError, RowState, open_journal
 from ._operations import OPERATIONS, get_operation
+from ._polling import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
 from ._terminal import safe, safe_json
@@ -176,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="serve the simulator on a port", description=simulator_main.DESCRIPTION
     )
     simulator_main.add_arguments(simulate)
+    _prometheus.add_arguments(simulate)
 
     bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
         dest="bulk_command", required=True
@@ -221,11 +224,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="on Ctrl-C or SIGTERM, how long requests in flight may take to finish (default 10s)",
     )
     run.add_argument(
+        "--false-means",
+        choices=get_args(FalseMeans),
+        default="auto",
+        help="what a Verified false is: auto (final once the service has answered nil, "
+        "else pending; the default), pending (ask again) or final (declined)",
+    )
+    run.add_argument(
         "--resend-unknown",
         action="store_true",
         help="send again the rows whose SMS may or may not have left (state unknown)",
     )
     _connection_args(run)
+    _prometheus.add_arguments(run)
 
     status = bulk.add_parser("status", help="counts of a journal's rows by state")
     status.add_argument("--journal", required=True, help=_JOURNAL_HELP)
@@ -253,7 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _client(args: argparse.Namespace, journal: Journal | None = None) -> VerificationClient:
+def _client(
+    args: argparse.Namespace, journal: Journal | None = None, hooks: Hooks | None = None
+) -> VerificationClient:
     """The client the flags describe; with a journal, ``--rate`` is the whole
     job's, shared by every worker of the job."""
     if not args.base_url:
@@ -276,6 +289,7 @@ def _client(args: argparse.Namespace, journal: Journal | None = None) -> Verific
             rate_limiter=(
                 journal.rate_limiter(args.rate) if journal is not None and args.rate else None
             ),
+            hooks=hooks,
         )
     except ValueError as exc:
         raise UsageError(f"--base-url: {exc}") from None
@@ -363,7 +377,9 @@ class _Signals:
         return 128 + (self.first or signal.SIGINT)
 
 
-def _bulk_prepare(args: argparse.Namespace) -> tuple[BulkOptions, bytes | None]:
+def _bulk_prepare(
+    args: argparse.Namespace,
+) -> tuple[BulkOptions, bytes | None, _prometheus.Served | None]:
     """Every check of a bulk run that needs no journal, so that a mistake leaves nothing behind."""
     options = BulkOptions(
         question=args.question,
@@ -372,6 +388,7 @@ def _bulk_prepare(args: argparse.Namespace) -> tuple[BulkOptions, bytes | None]:
         deadline=args.deadline,
         resend_unknown=args.resend_unknown,
         encoding=args.encoding,
+        policy=PollPolicy(false_means=args.false_means),
     )
     codec = _client(args).codec()  # the flags describe a usable client
     data = _read_checked_input(args, options, codec) if args.input else None
@@ -380,24 +397,36 @@ def _bulk_prepare(args: argparse.Namespace) -> tuple[BulkOptions, bytes | None]:
         if data is None and not os.path.exists(args.journal):
             raise UsageError(f"--journal {args.journal}: no such journal; a new job needs --input")
         _check_writable("--journal", args.journal)
-    return options, data
+    try:
+        metrics = _prometheus.serve(args)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, f"--metrics-port {args.metrics_port}") from None
+    return options, data, metrics
 
 
-async def _bulk_run(args: argparse.Namespace, options: BulkOptions, data: bytes | None) -> int:
+async def _bulk_run(
+    args: argparse.Namespace,
+    options: BulkOptions,
+    data: bytes | None,
+    metrics: _prometheus.Served | None,
+) -> int:
     journal = open_journal(args.journal)
     stopper = Stopper(grace=args.grace)
     display = ProgressDisplay()
     signals = _Signals(stopper, display)
     try:
-        client = _client(args, journal)
+        client = _client(args, journal, _prometheus.hooks_of(metrics))
         if data is not None:
             load_input(journal, data, options, client.codec(), name=args.input)
         elif not journal.is_loaded():
             raise UsageError("a new journal needs --input")
+        on_progress = _prometheus.progress_of(metrics, display)
         async with client, anyio.create_task_group() as tg:
             tg.start_soon(signals.watch)
             tg.start_soon(display.run)
-            counts = await run_bulk(client, journal, args.output, options, display, stopper=stopper)
+            counts = await run_bulk(
+                client, journal, args.output, options, on_progress, stopper=stopper
+            )
             tg.cancel_scope.cancel()
         display.close()
     finally:
@@ -457,6 +486,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from .simulator import _main as simulator_main
 
     simulator = simulator_main.simulator_from_args(args)
+    try:
+        _prometheus.serve_simulator(args, simulator)
+    except OSError as exc:
+        return _fail(EXIT_SERVICE, f"--metrics-port {args.metrics_port}: {exc.strerror or exc}")
     try:
         with contextlib.suppress(KeyboardInterrupt):
             anyio.run(simulator_main.run, simulator, args.host, args.port)

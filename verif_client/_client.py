@@ -6,7 +6,7 @@ import http.cookiejar
 import logging
 import random
 import ssl
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar, Unpack, overload
@@ -14,6 +14,7 @@ from typing import Any, Final, Self, TypeVar, Unpack, overload
 import anyio
 import httpx
 
+from . import _hooks
 from ._bindings import codec_for
 from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
@@ -46,14 +47,17 @@ from ._polling import (
     PollRunOptions,
     PollStream,
     VerificationOutcome,
+    VerifiedDialect,
     poll,
 )
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._scrub import NO_SECRETS, Scrubber
 from ._service import (
     DEFAULT_NAMESPACE,
     ENDPOINT_PATH,
+    SANDBOX_BASE_URL,
     Binding,
     parse_binding,
 )
@@ -101,6 +105,8 @@ class VerificationClient:
         verify: bool | ssl.SSLContext = True,
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
+        username_is_secret: bool = False,
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
@@ -108,7 +114,7 @@ class VerificationClient:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
-        self.base_url = str(base_url).rstrip("/")
+        self.base_url = _site_root(str(base_url), endpoint_path)
         self.binding = parse_binding(binding)
         self.namespace = namespace
         self.timeout = timeout
@@ -120,6 +126,12 @@ class VerificationClient:
             Credentials(username or "", password or "")
             if username is not None or password is not None
             else None
+        )
+        self._username_is_secret = username_is_secret
+        self._scrub = (
+            Scrubber([password or "", (username or "") if username_is_secret else ""])
+            if self._credentials is not None
+            else NO_SECRETS
         )
         self._codecs: dict[Binding, Codec] = {
             b: codec_for(
@@ -142,9 +154,14 @@ class VerificationClient:
         self._rng = random.Random()
         self._urls: dict[str, httpx.URL] = {}
         self._closed = False
+        self._hooks = _hooks.dispatch(hooks, self.base_url)
+        # What the service has shown of its Verified dialect (see PollPolicy.false_means).
+        self._verified_dialect = VerifiedDialect()
 
     def __repr__(self) -> str:
         user = self._credentials.username if self._credentials else None
+        if user and self._username_is_secret:
+            user = "***"
         return (
             f"<VerificationClient {self.base_url} binding={self.binding.value} username={user!r}>"
         )
@@ -210,7 +227,9 @@ class VerificationClient:
     ) -> VerificationResult:
         """Whether the owner confirmed; ``verified is None`` while nobody answered."""
         params = HAS_BEEN_VERIFIED.wire_params(request_id)
-        return await self.call_with(HAS_BEEN_VERIFIED, params, binding=binding)
+        result = await self.call_with(HAS_BEEN_VERIFIED, params, binding=binding)
+        self._verified_dialect.learn(result)
+        return result
 
     async def get_mobile_location(
         self, request_id: int, *, binding: Binding | str | None = None
@@ -293,9 +312,41 @@ class VerificationClient:
         chosen = self.binding if binding is None else parse_binding(binding)
         codec = self._codecs[chosen]
         request = codec.encode(op, params, credentials=self._credentials)
-        return await self._exchange(
+        exchange = self._exchange(
             op, chosen, codec, request, params, retry or self.retry, before_send
         )
+        try:
+            return await (
+                exchange if self._hooks is None else self._hooks.call(op.name, chosen, exchange)
+            )
+        except VerifClientError as exc:
+            # Network errors may quote what the peer sent, too.
+            self._scrub.error(exc)
+            raise
+
+    def _decode(
+        self, codec: Codec, op: Operation[R], status: int, headers: httpx.Headers, body: bytes
+    ) -> R:
+        """Decode an answer; our secrets are taken out of what it tells us (see _scrub).
+
+        The body itself is decoded as it came: masking inside the XML could break
+        its structure or change its data. Only a failure is decoded again from a
+        masked body, because its texts quote the body cut to a length, and a cut
+        could keep half of a secret."""
+        scrub = self._scrub
+        try:
+            result = codec.decode(op, status, headers, body)
+        except VerifClientError as exc:
+            if not scrub:
+                raise
+            original = exc
+        else:
+            return scrub.result(result) if scrub else result
+        try:
+            codec.decode(op, status, headers, scrub.body(body))
+        except VerifClientError as exc:
+            raise scrub.error(exc) from None
+        raise scrub.error(original) from None
 
     # -- polling -------------------------------------------------------------
 
@@ -361,6 +412,8 @@ class VerificationClient:
             # would add queueing, not throughput.
             workers=min(max_concurrency, self.max_connections),
             keep_open=keep_open,
+            hooks=self._hooks,
+            dialect=self._verified_dialect,
         )
 
     # -- the exchange, with retries -----------------------------------------
@@ -384,7 +437,7 @@ class VerificationClient:
             began = anyio.current_time()
             try:
                 status, headers, body = await self._send_once(op, request, hook)
-                result = codec.decode(op, status, headers, body)
+                result = self._decode(codec, op, status, headers, body)
             except httpx.TransportError as exc:
                 never_sent = isinstance(exc, _NEVER_SENT)
                 failure: VerifClientError
@@ -413,7 +466,11 @@ class VerificationClient:
             pause = policy.backoff(attempt, self._rng)
             if anyio.current_time() + pause - started > policy.deadline:
                 raise failure
-            await anyio.sleep(pause)
+            await (
+                anyio.sleep(pause)
+                if self._hooks is None
+                else self._hooks.backoff(attempt, failure, began, pause)
+            )
 
     async def _send_once(
         self,
@@ -425,7 +482,8 @@ class VerificationClient:
         if self._rate is None and self.rate_limit is not None:
             self._rate = RateLimiter(self.rate_limit)
         if self._rate is not None:
-            await self._rate.acquire()
+            acquire = self._rate.acquire()
+            await (acquire if self._hooks is None else self._hooks.wait(_hooks.RATE_LIMIT, acquire))
         cap = self.max_response_bytes
         limiter = self._capacity()
         # acquire() always yields to the event loop, even with tokens to spare: a
@@ -434,7 +492,8 @@ class VerificationClient:
         try:
             limiter.acquire_nowait()
         except anyio.WouldBlock:
-            await limiter.acquire()
+            waiting = limiter.acquire()
+            await (waiting if self._hooks is None else self._hooks.wait(_hooks.CONNECTION, waiting))
         try:
             if before_send is not None:
                 await before_send()
@@ -505,8 +564,34 @@ class VerificationClient:
                 status,
                 attempt,
                 (anyio.current_time() - began) * 1000,
-                f" error={type(error).__name__}: {error}" if error else "",
+                f" error={type(error).__name__}: {self._scrub.text(str(error))}" if error else "",
             )
+
+
+def _site_root(base_url: str, endpoint_path: str) -> str:
+    """``base_url`` without a trailing slash, and without the endpoint path
+    when it was given the service's full address (it is added per request)."""
+    url = base_url.rstrip("/")
+    endpoint = endpoint_path.rstrip("/")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"base_url: {base_url!r} is not a URL ({exc})") from None
+    if parsed.query or parsed.fragment:
+        raise ValueError(
+            f"base_url: {base_url!r} has a query or fragment; give the site's address, "
+            f"e.g. {SANDBOX_BASE_URL!r}"
+        )
+    # IIS matches paths case-insensitively: so does this.
+    if endpoint and url.lower().endswith(endpoint.lower()):
+        return url[: len(url) - len(endpoint)]
+    if parsed.path.lower().rstrip("/").endswith(".asmx"):
+        raise ValueError(
+            f"base_url: {base_url!r} ends in a service path other than endpoint_path "
+            f"({endpoint_path!r}); give the site's address as base_url and the path as "
+            "endpoint_path"
+        )
+    return url
 
 
 class _NoCookies(http.cookiejar.CookieJar):

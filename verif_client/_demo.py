@@ -21,7 +21,7 @@ from ._service import Binding
 DEMO_QUESTION = "Did you ask to pay $25 to ACME & Co.?"
 # Fast enough that the demo ends in seconds; real jobs use the defaults.
 DEMO_POLICY = PollPolicy(
-    initial_delay=0.05, multiplier=1.5, max_delay=0.4, jitter=0.5, false_is_final=True
+    initial_delay=0.05, multiplier=1.5, max_delay=0.4, jitter=0.5, false_means="final"
 )
 DEMO_DEADLINE = 4.0
 

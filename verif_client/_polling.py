@@ -12,17 +12,18 @@ Classification of answers:
 answer                                       meaning
 ===========================================  ===========================
 ``Verified`` true                            VERIFIED
-``Verified`` nil, or false                   pending (false may still become
-                                             true); with ``false_is_final``,
-                                             false ends as DECLINED
-``Verified`` nil with an ErrorMessage        FAILED (the service refused)
+``Verified`` nil                             pending
+``Verified`` false                           DECLINED or pending, as
+                                             ``PollPolicy.false_means`` says
+``Verified`` false or nil, with an           FAILED (the service refused)
+ErrorMessage
 LocationResult present                       LOCATED
 LocationResult absent, "Location not         pending (a denial looks the same,
 available ..." or no ErrorMessage            so it ends TIMED_OUT)
 LocationResult absent, other ErrorMessage    FAILED
 SOAP fault, authentication error, bad input  FAILED at once
-transport error, HTTP 502/503/504            retried under ``policy.retry``,
-                                             then FAILED
+transport error, HTTP 502/503/504, an        retried under ``policy.retry``,
+unreadable answer (DecodeError)              then FAILED
 still pending at ``policy.timeout``          TIMED_OUT
 ===========================================  ===========================
 """
@@ -35,19 +36,23 @@ import itertools
 import logging
 import math
 import random
+import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Final, Generic, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypedDict, get_args
 
 import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._compat import TypeVar
-from ._errors import VerifClientError
+from ._errors import DecodeError, VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
 from ._results import LocationResult, VerificationResult
 from ._retry import RetryPolicy, grown
+
+if TYPE_CHECKING:
+    from ._hooks import Dispatch
 
 logger = logging.getLogger("verif_client")
 
@@ -67,6 +72,29 @@ _FRACTION: Final = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validat
 
 POLL_RETRY: Final = RetryPolicy(attempts=3, initial_backoff=0.5, max_backoff=2.0, deadline=15.0)
 
+FalseMeans = Literal["auto", "pending", "final"]
+"""What a ``Verified`` false means: see :class:`PollPolicy`."""
+
+
+class VerifiedDialect:
+    """What one service has shown of how it says "nobody answered yet".
+
+    A service whose ``Verified`` is a nullable bool answers nil until the owner
+    acts, so its false is an answer; one whose member is a plain .NET ``bool``
+    answers false until then. Once a nil has been seen, the service is known
+    to be of the first kind. One per client: every poll run learns from all.
+    """
+
+    __slots__ = ("nil_seen",)
+
+    def __init__(self) -> None:
+        self.nil_seen = False
+
+    def learn(self, result: VerificationResult) -> None:
+        # A plain bool cannot be nil: any nil, with a message or not, shows the shape.
+        if result.verified is None:
+            self.nil_seen = True
+
 
 @attrs.frozen(slots=True)
 class PollPolicy:
@@ -80,8 +108,14 @@ class PollPolicy:
     jitter would halve the mean interval and so bill more polls for the same
     detection delay. Polls stop at ``timeout`` seconds after the start; the last
     delay is cut to land on the deadline. ``retry`` governs failed calls within
-    one poll. ``false_is_final`` ends a verification answered ``false`` as
-    DECLINED instead of asking again.
+    one poll, an unreadable answer included.
+
+    ``false_means`` says what a ``Verified`` false is: ``"final"`` ends the id
+    as DECLINED; ``"pending"`` asks again (false may still turn true);
+    ``"auto"`` (the default) reads false as pending until this client has seen
+    a nil ``Verified`` from the service, and as final from then on (a service
+    that says "not yet" with nil says "no" with false). ``false_is_final`` is
+    the deprecated spelling of ``"final"`` (True) and ``"pending"`` (False).
     """
 
     initial_delay: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
@@ -90,7 +124,22 @@ class PollPolicy:
     jitter: float = attrs.field(default=0.5, validator=_FRACTION)
     timeout: float = attrs.field(default=600.0, validator=_NON_NEGATIVE)
     retry: RetryPolicy = POLL_RETRY
-    false_is_final: bool = False
+    false_means: FalseMeans = attrs.field(
+        default="auto", validator=attrs.validators.in_(get_args(FalseMeans))
+    )
+    false_is_final: bool | None = attrs.field(default=None, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.false_is_final is not None:
+            warnings.warn(
+                "PollPolicy(false_is_final=...) is deprecated: use false_means='final' "
+                "or false_means='pending'",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            # Frozen: set through object, once, so that evolve() keeps the choice.
+            object.__setattr__(self, "false_means", "final" if self.false_is_final else "pending")
+            object.__setattr__(self, "false_is_final", None)
 
     def delay(self, poll_number: int, rng: random.Random | None = None) -> float:
         base = min(self.max_delay, grown(self.initial_delay, self.multiplier, poll_number - 1))
@@ -147,7 +196,7 @@ class PollKind(Generic[_O]):
         self,
         outcome: Callable[..., _O],
         operation: Operation[Any],
-        judge: Callable[[object, PollPolicy], PollStatus | None],
+        judge: Callable[[object, PollPolicy, VerifiedDialect], PollStatus | None],
     ) -> None:
         self.outcome = outcome
         self.operation = operation
@@ -156,16 +205,25 @@ class PollKind(Generic[_O]):
         self.judge = judge
 
 
-def _judge_verification(result: object, policy: PollPolicy) -> PollStatus | None:
+def _judge_verification(
+    result: object, policy: PollPolicy, dialect: VerifiedDialect
+) -> PollStatus | None:
     assert isinstance(result, VerificationResult)
     if result.verified is True:
         return PollStatus.VERIFIED
-    if result.verified is False:
-        return PollStatus.DECLINED if policy.false_is_final else None
-    return PollStatus.FAILED if result.error_message else None
+    dialect.learn(result)
+    if result.error_message:
+        # Both shapes of "unknown id": nil or (from a plain bool) false, with a message.
+        return PollStatus.FAILED
+    if result.verified is None:
+        return None
+    final = policy.false_means == "final" or (policy.false_means == "auto" and dialect.nil_seen)
+    return PollStatus.DECLINED if final else None
 
 
-def _judge_location(result: object, policy: PollPolicy) -> PollStatus | None:
+def _judge_location(
+    result: object, policy: PollPolicy, dialect: VerifiedDialect
+) -> PollStatus | None:
     assert isinstance(result, LocationResult)
     if result.location is not None:
         return PollStatus.LOCATED
@@ -224,14 +282,18 @@ class PollStream(Generic[_O]):
         policy: PollPolicy,
         workers: int,
         rng: random.Random,
+        dialect: VerifiedDialect,
+        hooks: Dispatch | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers!r}")
         self._call = call
+        self._dialect = dialect
         self._kinds = kinds
         self._policy = policy
         self._workers = workers
         self._rng = rng
+        self._hooks = hooks
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)
@@ -261,6 +323,8 @@ class PollStream(Generic[_O]):
             )
             self._active += 1
             self._schedule(watch, now + self._policy.delay(1, self._rng))
+            if self._hooks is not None:
+                self._hooks.poll_added(self, kind.operation.name, request_id, watch.deadline - now)
 
     def close_input(self) -> None:
         """No more ids will be added: the stream ends once the last settles."""
@@ -338,11 +402,8 @@ class PollStream(Generic[_O]):
         watch.polls += 1
         error: VerifClientError | None = None
         try:
-            kind = watch.kind
-            watch.last = await self._call(
-                kind.operation, {kind.request_id_param: watch.request_id}, retry=policy.retry
-            )
-            status = watch.kind.judge(watch.last, policy)
+            watch.last = await self._ask(watch)
+            status = watch.kind.judge(watch.last, policy, self._dialect)
         except VerifClientError as exc:
             error, status = exc, PollStatus.FAILED
         except Exception as exc:
@@ -353,12 +414,41 @@ class PollStream(Generic[_O]):
             status = PollStatus.FAILED
         watch.attempts = watch.polls
         now = anyio.current_time()
+        if self._hooks is not None:
+            self._hooks.poll_polled(
+                self,
+                watch.kind.operation.name,
+                watch.request_id,
+                watch.polls,
+                status,
+                now - watch.started,
+            )
         if status is None:
             if now < watch.deadline:
                 self._schedule(watch, now + policy.delay(watch.polls + 1, self._rng))
                 return
             status = PollStatus.TIMED_OUT
         self._settle(watch, status, error, now)
+
+    async def _ask(self, watch: _Watch) -> object:
+        """One poll: the call, with an unreadable answer asked again under
+        ``policy.retry`` (the client retries the network failures itself)."""
+        retry = self._policy.retry
+        started = anyio.current_time()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                kind = watch.kind
+                return await self._call(
+                    kind.operation, {kind.request_id_param: watch.request_id}, retry=retry
+                )
+            except DecodeError:
+                pause = retry.backoff(attempt, self._rng)
+                late = anyio.current_time() + pause - started > retry.deadline
+                if attempt >= retry.attempts or late:
+                    raise
+                await anyio.sleep(pause)
 
     def _settle(
         self, watch: _Watch, status: PollStatus, error: VerifClientError | None, now: float
@@ -372,6 +462,15 @@ class PollStream(Generic[_O]):
             elapsed=now - watch.started,
         )
         self._active -= 1
+        if self._hooks is not None:
+            self._hooks.poll_settled(
+                self,
+                watch.kind.operation.name,
+                watch.request_id,
+                status,
+                watch.polls,
+                now - watch.started,
+            )
         self._results_in.send_nowait(outcome)
         if not self._active:
             self._wakeup.set()
@@ -386,10 +485,12 @@ async def poll(
     policy: PollPolicy,
     workers: int,
     keep_open: bool,
+    dialect: VerifiedDialect,
+    hooks: Dispatch | None = None,
 ) -> AsyncIterator[PollStream[_O]]:
     """Run one poll run: ``workers`` tasks share the due ids and ask through
     ``call``; the stream yields each id's outcome per kind as it settles."""
-    stream = PollStream(call, kinds, policy, workers, random.Random())
+    stream = PollStream(call, kinds, policy, workers, random.Random(), dialect, hooks)
     if not isinstance(request_ids, AsyncIterable):
         for request_id in request_ids:
             stream.add(request_id)
@@ -401,3 +502,5 @@ async def poll(
             yield stream
         finally:
             tg.cancel_scope.cancel()
+            if hooks is not None:
+                hooks.poll_run_ended(stream)

@@ -80,6 +80,7 @@ class Simulator:
             endpoint_path=self.config.endpoint_path,
             credentials=credentials,
             credential_failure=self.config.credential_failure,
+            throws=self.config.throws,
         )
         self._phone = _phone.PhonePages(self)
 

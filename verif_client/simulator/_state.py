@@ -91,9 +91,11 @@ class ServiceState:
 
     def has_been_verified(self, request_id: int) -> VerificationResult:
         with self.lock:
+            # A plain .NET bool cannot be nil: it says false where a bool? says nil.
+            not_yet = False if self._config.verified_dialect == "bool" else None
             request = self.requests.get(request_id)
             if request is None:
-                return VerificationResult(None, UNKNOWN_REQUEST)
+                return VerificationResult(not_yet, UNKNOWN_REQUEST)
             request.verification_polls += 1
             script = request.script
             if (
@@ -107,7 +109,7 @@ class ServiceState:
                 )
             ):
                 request.verification = script.answer
-            verified = {"pending": None, "verified": True, "declined": False}
+            verified = {"pending": not_yet, "verified": True, "declined": False}
             return VerificationResult(verified[request.verification])
 
     def get_mobile_location(self, request_id: int) -> LocationResult:
