@@ -26,14 +26,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from relsupport import SEND, HoldingService, serve_holding
 
 from verif_client._journal import open_journal
-from verif_client.simulator import Script, Simulator, SimulatorConfig, serve
+from verif_client.simulator import Script, Simulator, SimulatorConfig
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -41,55 +39,6 @@ ROWS = 600
 RATE = 120.0
 CONCURRENCY = 20
 CLI = (sys.executable, "-m", "verif_client._cli")
-SEND = "SecureLink_Confirmation_SendRequestViaSms"
-
-
-class Service:
-    """The simulator, with the arrival time of every request it is asked, and
-    the power to hold back its answers to SMS requests (the SMS itself is sent
-    and logged as soon as the request arrives)."""
-
-    def __init__(self, app: Simulator, portal: BlockingPortal) -> None:
-        self.app = app
-        self.portal = portal
-        self.arrivals: list[float] = []
-        self._released: anyio.Event | None = None
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        self.arrivals.append(time.monotonic())
-        released = self._released
-        if released is None or not any(
-            name == b"soapaction" and SEND.encode() in value for name, value in scope["headers"]
-        ):
-            await self.app(scope, receive, send)
-            return
-
-        async def held(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                await released.wait()
-            await send(message)
-
-        await self.app(scope, receive, held)
-
-    def hold_sms_answers(self) -> None:
-        def hold() -> None:
-            self._released = anyio.Event()
-
-        self.portal.call(hold)
-
-    def release_sms_answers(self) -> None:
-        def release() -> None:
-            assert self._released is not None
-            self._released.set()
-            self._released = None
-
-        self.portal.call(release)
-
-    def texted(self) -> set[str]:
-        return {str(request.params.get("PhoneNumber")) for request in self.app.calls(SEND)}
 
 
 def numbers() -> tuple[str, set[str], set[str], int]:
@@ -119,30 +68,27 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -
 
 
 @pytest.fixture
-def service() -> Iterator[tuple[Service, str]]:
+def service() -> Iterator[HoldingService]:
     sim = Simulator(config=SimulatorConfig(script=Script(pending_polls=0)))
     _, never, declined, _ = numbers()
     for number in never:
         sim.script_for(number, Script(answer="never"))
     for number in declined:
         sim.script_for(number, Script(answer="declined"))
-    with start_blocking_portal() as portal:
-        wrapped = Service(sim, portal)
-        with portal.wrap_async_context_manager(serve(wrapped)) as server:
-            yield wrapped, server.base_url
+    with serve_holding(sim) as service:
+        yield service
 
 
 def test_workers_share_a_job_and_survive_a_kill(
-    postgres_db: str, service: tuple[Service, str], tmp_path: Path
+    postgres_db: str, service: HoldingService, tmp_path: Path
 ) -> None:
-    simulator, base_url = service
     text, never, _, invalid = numbers()
     data = tmp_path / "numbers.csv"
     data.write_text(text)
     job = f"{postgres_db}?job=acceptance&lease=4"
     env = {
         **os.environ,
-        "VERIF_BASE_URL": base_url,
+        "VERIF_BASE_URL": service.base_url,
         "VERIF_API_USERNAME": "bulk",
         "VERIF_API_PASSWORD": "secret",
     }
@@ -182,13 +128,15 @@ def test_workers_share_a_job_and_survive_a_kill(
         return (tmp_path / f"{name}.log").read_text()[-3000:]
 
     workers = [start(f"w{index}", "--input", str(data)) for index in range(3)]
-    victim, survivors = workers[0], workers[1:]
+    victim = workers[0]
     try:
         wait_for(lambda: count("state NOT IN ('queued', 'invalid')") >= 100, "the job under way")
-        simulator.hold_sms_answers()
+        service.hold_sms_answers()
         wait_for(
-            lambda: all(stalled(worker) for worker in workers)
-            and bool(set(held_by(victim, "sending").values()) & simulator.texted()),
+            lambda: (
+                all(stalled(worker) for worker in workers)
+                and bool(set(held_by(victim, "sending").values()) & service.texted())
+            ),
             "every worker to wait on SMS answers, the victim with an SMS sent",
         )
         victim.send_signal(signal.SIGKILL)
@@ -201,7 +149,7 @@ def test_workers_share_a_job_and_survive_a_kill(
         # The late joiner takes its share of what is left (no --input).
         workers.append(start("w3"))
         wait_for(lambda: stalled(workers[3]), "the late worker to claim rows")
-        simulator.release_sms_answers()
+        service.release_sms_answers()
         for index, worker in enumerate(workers[1:], start=1):
             assert worker.wait(timeout=300) == 0, log(f"w{index}")
     finally:
@@ -236,7 +184,7 @@ def test_workers_share_a_job_and_survive_a_kill(
 
     # At most one SMS per row, whoever sent it.
     sends = collections.Counter(
-        request.params.get("PhoneNumber") for request in simulator.app.calls(SEND)
+        request.params.get("PhoneNumber") for request in service.app.calls(SEND)
     )
     assert max(sends.values()) == 1
     assert sum(sends.values()) >= ROWS - invalid - len(in_flight)
@@ -252,7 +200,7 @@ def test_workers_share_a_job_and_survive_a_kill(
     # length move requests later but never past that bound.
     window = 5.0
     on_their_way = 4 * 2 * CONCURRENCY
-    arrivals = simulator.arrivals
+    arrivals = service.arrivals
     busiest = max(
         bisect.bisect_left(arrivals, start + window) - index for index, start in enumerate(arrivals)
     )

@@ -161,6 +161,21 @@ def test_a_live_workers_send_is_left_alone(
     assert first.mark_sent(row.line, 2**40)
 
 
+def test_a_send_starts_with_a_full_lease(
+    job: str, workers: tuple[PostgresJournal, PostgresJournal]
+) -> None:
+    slow, other = workers
+    [row] = slow.claim(send=1, poll=0).send
+    # The worker stalled past its lease, and no one took the row meanwhile: it
+    # may still send, but its SMS must not look like a dead worker's at once.
+    expire_leases(job, slow)
+    assert slow.mark_sending(row.line)
+    assert other.recover(resend_unknown=False) == 0
+    other.claim(send=10, poll=10)  # a claim reaps too
+    assert other.counts()["unknown"] == 0
+    assert slow.mark_sent(row.line, 2**40)
+
+
 def test_a_dead_workers_sent_rows_are_polled_by_another(
     job: str, workers: tuple[PostgresJournal, PostgresJournal]
 ) -> None:
