@@ -115,16 +115,22 @@ class HoldingService:
         self.base_url = ""
         self.arrivals: list[float] = []
         self._released: anyio.Event | None = None
+        self._hold_after = 0
+        self._sms_requests = 0
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         self.arrivals.append(time.monotonic())
-        released = self._released
-        if released is None or not any(
+        if not any(
             name == b"soapaction" and SEND.encode() in value for name, value in scope["headers"]
         ):
+            await self.app(scope, receive, send)
+            return
+        self._sms_requests += 1
+        released = self._released
+        if released is None or self._sms_requests <= self._hold_after:
             await self.app(scope, receive, send)
             return
 
@@ -135,9 +141,13 @@ class HoldingService:
 
         await self.app(scope, receive, held)
 
-    def hold_sms_answers(self) -> None:
+    def hold_sms_answers(self, after: int = 0) -> None:
+        """Hold the answers to SMS requests from the one after the ``after``-th
+        request of the service's life (or from now on, if that one is past)."""
+
         def hold() -> None:
             self._released = anyio.Event()
+            self._hold_after = after
 
         self.portal.call(hold)
 
