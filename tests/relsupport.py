@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -176,3 +178,17 @@ def serve_holding(simulator: Simulator) -> Iterator[HoldingService]:
             finally:
                 # Held answers would keep the server's connections from closing.
                 service.release_sms_answers()
+
+
+def run_cli(
+    *args: str, base_url: str, username: str = USER, password: str = PASSWORD
+) -> subprocess.CompletedProcess[str]:
+    """``verif-client`` in a subprocess, configured through the environment."""
+    env = {
+        **os.environ,
+        "VERIF_BASE_URL": base_url,
+        "VERIF_API_USERNAME": username,
+        "VERIF_API_PASSWORD": password,
+    }
+    command = [sys.executable, "-m", "verif_client._cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)

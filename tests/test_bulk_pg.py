@@ -18,7 +18,7 @@ from verif_client.simulator import Script, Simulator, SimulatorConfig
 pytest.importorskip("psycopg")
 pytestmark = pytest.mark.anyio
 
-FAST = PollPolicy(initial_delay=0.02, max_delay=0.1, false_is_final=True)
+FAST = PollPolicy(initial_delay=0.02, max_delay=0.1, false_means="final")
 
 
 async def test_two_workers_in_one_process_finish_every_row_once(

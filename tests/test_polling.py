@@ -65,14 +65,14 @@ async def test_a_request_never_answered_times_out_at_the_deadline() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_no_is_pending_by_default_and_final_when_asked() -> None:
+async def test_a_no_before_any_nil_is_pending_by_default_and_final_when_asked() -> None:
     simulator = Simulator(config=SimulatorConfig(script=Script(answer="declined", pending_polls=0)))
     short = vc.PollPolicy(initial_delay=0.001, max_delay=0.002, timeout=0.03)
     async with client_for(simulator) as client:
         (request_id,) = await send_many(client, 1)
         pending = await client.wait_until_verified(request_id, policy=short)
         final = await client.wait_until_verified(
-            request_id, policy=vc.PollPolicy(initial_delay=0, false_is_final=True)
+            request_id, policy=vc.PollPolicy(initial_delay=0, false_means="final")
         )
     assert pending.status is vc.PollStatus.TIMED_OUT
     assert pending.result == vc.VerificationResult(verified=False)

@@ -5,9 +5,7 @@ It goes on the wire only in the SOAP header."""
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
-import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from relsupport import ARGS, PASSWORD, USER
+from relsupport import ARGS, PASSWORD, USER, run_cli
 
 import verif_client as vc
 from verif_client.simulator import Simulator, SimulatorConfig, serve_in_thread
@@ -96,14 +94,7 @@ def service() -> Iterator[str]:
 
 
 def cli(*args: str, base_url: str, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "VERIF_BASE_URL": base_url,
-        "VERIF_API_USERNAME": USER,
-        "VERIF_API_PASSWORD": password,
-    }
-    command = [sys.executable, "-m", "verif_client._cli", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    return run_cli(*args, base_url=base_url, password=password)
 
 
 def test_cli_output_never_shows_the_password(tmp_path: Path, service: str) -> None:

@@ -19,11 +19,12 @@ from _sim_helpers import (
     xml,
 )
 
-from verif_client.simulator import Simulator, SimulatorConfig
+from verif_client.simulator import Simulator, SimulatorConfig, serve
 
 pytestmark = pytest.mark.anyio
 
 TEXT = "text/plain; charset=utf-8"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
 SMS = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Ok?"}
 
 
@@ -32,10 +33,16 @@ def sim() -> Simulator:
     return Simulator(credentials=("user", "pass"))
 
 
-@pytest.fixture
-async def client(sim: Simulator) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=sim)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+@pytest.fixture(params=["in-process", "loopback"])
+async def client(
+    sim: Simulator, request: pytest.FixtureRequest
+) -> AsyncIterator[httpx.AsyncClient]:
+    if request.param == "in-process":
+        transport = httpx.ASGITransport(app=sim)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+            yield http
+        return
+    async with serve(sim) as server, httpx.AsyncClient(base_url=server.base_url) as http:
         yield http
 
 
@@ -57,7 +64,7 @@ def fault_text(response: httpx.Response) -> tuple[str, str]:
 # -- SOAP ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("action", ['"urn:wrong"', "", f'"{NS}/{SEND.lower()}"'])
+@pytest.mark.parametrize("action", ['"urn:wrong"', f'"{NS}/{SEND.lower()}"'])
 async def test_soap11_action_is_checked(client: httpx.AsyncClient, action: str) -> None:
     response = await soap(client, SEND, SMS, action=action)
     assert response.status_code == 500
@@ -69,12 +76,20 @@ async def test_soap11_action_is_checked(client: httpx.AsyncClient, action: str) 
     assert action.strip('"') in reason
 
 
-async def test_soap11_missing_action_header_faults(client: httpx.AsyncClient) -> None:
-    response = await client.post(
-        EP, headers={"Content-Type": "text/xml; charset=utf-8"}, content=envelope(SEND, SMS)
-    )
-    assert response.status_code == 500
-    assert fault_text(response)[1].startswith("Server did not recognize the value of HTTP")
+@pytest.mark.parametrize("action", [None, "", '""'])
+async def test_soap11_without_an_action_is_routed_by_the_body(
+    client: httpx.AsyncClient, sim: Simulator, action: str | None
+) -> None:
+    headers = {"Content-Type": "text/xml; charset=utf-8"}
+    if action is not None:
+        headers["SOAPAction"] = action
+    response = await client.post(EP, headers=headers, content=envelope(SEND, SMS))
+    assert response.status_code == 200
+    assert xml(response).find(f"{{{SOAP11}}}Body/{{{NS}}}{SEND}Response") is not None
+    assert sim.requests[-1].operation == SEND
+    unknown = await client.post(EP, headers=headers, content=envelope("Nope", {}))
+    assert unknown.status_code == 500
+    assert "valid action parameter" in fault_text(unknown)[1]
 
 
 async def test_soap11_unquoted_action_is_accepted(client: httpx.AsyncClient) -> None:
@@ -92,35 +107,50 @@ async def test_soap12_routes_on_the_body_or_the_action_parameter(
         content=envelope(SEND, SMS, version="1.2"),
     )
     assert ok.status_code == 200
-    wrong = await client.post(
+    # An action it does not know is ignored: the body routes the call.
+    unknown_action = await client.post(
         EP,
         headers={"Content-Type": 'application/soap+xml; charset=utf-8; action="urn:x"'},
         content=envelope(SEND, SMS, version="1.2"),
     )
-    assert wrong.status_code == 500
-    assert wrong.headers["content-type"] == "application/soap+xml; charset=utf-8"
-    assert fault_text(wrong)[0] == "soap:Sender"
+    assert unknown_action.status_code == 200
+    assert unknown_action.headers["content-type"] == "application/soap+xml; charset=utf-8"
     unknown = await soap(client, "Nope", {}, version="1.2")
     assert unknown.status_code == 500
     assert "valid action parameter" in fault_text(unknown)[1]
     assert [req.soap_action for req in sim.requests[:2]] == [None, None]
 
 
-async def test_malformed_soap_is_http_400_with_empty_body(client: httpx.AsyncClient) -> None:
-    for version in ("1.1", "1.2"):
-        response = await soap(client, SEND, version=version, body=b"<soap:Envelope><oops")
-        assert response.status_code == 400
-        assert response.content == b""
-
-
-async def test_envelope_of_the_other_version_is_a_version_mismatch(
+async def test_malformed_soap11_is_http_400_and_soap12_a_receiver_fault(
     client: httpx.AsyncClient,
 ) -> None:
-    response = await soap(client, SEND, body=envelope(SEND, SMS, version="1.2"))
+    response = await soap(client, SEND, body=b"<soap:Envelope><oops")
+    assert response.status_code == 400
+    assert response.content == b""
+    response = await soap(client, SEND, version="1.2", body=b"<soap:Envelope><oops")
     assert response.status_code == 500
+    assert response.headers["content-type"] == "application/soap+xml; charset=utf-8"
     code, reason = fault_text(response)
+    assert code == "soap:Receiver"
+    assert reason.startswith("Server was unable to process request.")
+
+
+async def test_the_envelope_not_the_content_type_says_which_soap(
+    client: httpx.AsyncClient, sim: Simulator
+) -> None:
+    # A SOAP 1.2 envelope sent as text/xml with a SOAPAction: answered as SOAP 1.2.
+    response = await soap(client, SEND, body=envelope(SEND, SMS, version="1.2"))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/soap+xml; charset=utf-8"
+    assert xml(response).find(f"{{{SOAP12}}}Body/{{{NS}}}{SEND}Response") is not None
+    assert sim.requests[-1].binding == "soap12"
+    # An envelope of neither version is a VersionMismatch.
+    other = envelope(SEND, SMS).replace(SOAP11.encode(), b"urn:not-soap")
+    mismatch = await soap(client, SEND, body=other)
+    assert mismatch.status_code == 500
+    code, reason = fault_text(mismatch)
     assert code == "soap:VersionMismatch"
-    assert SOAP12 in reason
+    assert SOAP11 in reason
 
 
 async def test_wrong_body_element_and_non_numeric_long_fault(client: httpx.AsyncClient) -> None:
@@ -278,12 +308,89 @@ async def test_validation_excerpt_is_cut_like_aspnet(client: httpx.AsyncClient) 
     assert '(ConfirmationQuestion="...abcdefghij<b>klmnopqrstuvwxyz0...").' in response.text
 
 
-async def test_paths_and_names_are_case_insensitive_like_iis(client: httpx.AsyncClient) -> None:
+async def test_paths_and_parameter_names_are_case_insensitive_method_names_not(
+    client: httpx.AsyncClient,
+) -> None:
     upper = EP.replace("verificationservices/v5", "VerificationServices/V5")
-    assert (await client.get(f"{upper}/{CONSENT.lower()}")).status_code == 200
+    assert (await client.get(f"{upper}/{CONSENT}")).status_code == 200
     response = await client.get(f"{upper}/{VERIFIED}", params={"requestid": "5"})
     assert response.status_code == 200
     assert (await soap(client, SEND, SMS)).status_code == 200
+    for wrong in (
+        await client.get(f"{upper}/{CONSENT.lower()}"),
+        await client.post(f"{EP}/{VERIFIED.upper()}", data={"RequestId": "5"}),
+    ):
+        assert wrong.status_code == 500
+        assert wrong.headers["content-type"] == TEXT
+        first = wrong.text.split("\r\n")[0]
+        assert first.startswith("System.InvalidOperationException: Web Service method name")
+        assert "case sensitive" in first
+
+
+async def test_the_endpoint_path_twice_is_an_invalid_method_name(client: httpx.AsyncClient) -> None:
+    for response in (
+        await client.get(f"{EP}{EP}/{CONSENT}"),
+        await client.post(
+            f"{EP}{EP}", content=envelope(CONSENT), headers={"Content-Type": "text/xml"}
+        ),
+    ):
+        assert_asmx_500(
+            response, "System.InvalidOperationException: Web Service method name is not valid."
+        )
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.2"])
+@pytest.mark.parametrize("value", ["1", "true"])
+async def test_an_unknown_header_that_must_be_understood_is_a_fault(
+    client: httpx.AsyncClient, version: str, value: str
+) -> None:
+    env = SOAP11 if version == "1.1" else SOAP12
+    extra = f'<Trace xmlns="urn:x" soap:mustUnderstand="{value}">1</Trace>'
+    body = envelope(SEND, SMS, version=version).replace(
+        b"<soap:Header>", f"<soap:Header>{extra}".encode()
+    )
+    response = await soap(client, SEND, version=version, body=body)
+    assert response.status_code == 500
+    code, reason = fault_text(response)
+    assert code == "soap:MustUnderstand"
+    assert "Trace" in reason
+    # Not marked, marked "0", or on the header the service declares: fine.
+    for harmless in (
+        '<Trace xmlns="urn:x">1</Trace>',
+        '<Trace xmlns="urn:x" soap:mustUnderstand="0">1</Trace>',
+    ):
+        ok = envelope(SEND, SMS, version=version).replace(
+            b"<soap:Header>", f"<soap:Header>{harmless}".encode()
+        )
+        assert (await soap(client, SEND, version=version, body=ok)).status_code == 200
+    declared = envelope(SEND, SMS, version=version).replace(
+        b"<AuthenticationHeader ", f'<AuthenticationHeader soap:mustUnderstand="{value}" '.encode()
+    )
+    assert env
+    assert (await soap(client, SEND, version=version, body=declared)).status_code == 200
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.2"])
+async def test_nil_on_a_long_is_a_client_fault_and_on_a_string_a_null(
+    client: httpx.AsyncClient, version: str
+) -> None:
+    nil = f'<RequestId xsi:nil="true" xmlns:xsi="{XSI}" />'
+    body = envelope(VERIFIED, {}, version=version).replace(
+        f'<{VERIFIED} xmlns="{NS}">'.encode(), f'<{VERIFIED} xmlns="{NS}">{nil}'.encode()
+    )
+    response = await soap(client, VERIFIED, version=version, body=body)
+    assert response.status_code == 500
+    code, reason = fault_text(response)
+    assert code == ("soap:Client" if version == "1.1" else "soap:Sender")
+    assert reason.startswith("Server was unable to read request.")
+    assert "non-nullable" in reason
+    null_question = envelope(SEND, {"PhoneNumber": "5551234567"}, version=version).replace(
+        b"</PhoneNumber>",
+        f'</PhoneNumber><ConfirmationQuestion xsi:nil="true" xmlns:xsi="{XSI}" />'.encode(),
+    )
+    answered = await soap(client, SEND, version=version, body=null_question)
+    assert answered.status_code == 200
+    assert b"ConfirmationQuestion is required." in answered.content
 
 
 async def test_repeated_form_values_are_joined_with_commas(client: httpx.AsyncClient) -> None:
@@ -321,4 +428,4 @@ async def test_wsdl_is_served(client: httpx.AsyncClient, query: str) -> None:
     assert root.tag == "{http://schemas.xmlsoap.org/wsdl/}definitions"
     address = root.find(".//{http://schemas.xmlsoap.org/wsdl/soap/}address")
     assert address is not None
-    assert address.get("location") == f"http://sim{EP}"
+    assert address.get("location") == str(client.base_url).rstrip("/") + EP

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import httpx
 import pytest
@@ -29,12 +31,71 @@ async def test_fixtures_give_a_fresh_simulator_and_its_transport(
 
 
 async def test_the_client_fixture_talks_to_the_simulator_fixture(
-    verif_simulator: Simulator, verif_client: vc.VerificationClient
+    verif_simulator: Simulator, verif_simulator_client: vc.VerificationClient
 ) -> None:
-    sent = await verif_client.send_confirmation_sms("5551234567", "Did you ask to pay?")
+    sent = await verif_simulator_client.send_confirmation_sms("5551234567", "Did you ask to pay?")
     verif_simulator.verify(sent.request_id)
-    assert (await verif_client.has_been_verified(sent.request_id)).verified is True
+    assert (await verif_simulator_client.has_been_verified(sent.request_id)).verified is True
     assert len(verif_simulator.calls("SecureLink_Confirmation_SendRequestViaSms")) == 1
+
+
+@pytest.mark.filterwarnings("ignore:the verif_client fixture is deprecated")
+async def test_the_old_fixture_name_still_gives_the_client(
+    verif_simulator_client: vc.VerificationClient, verif_client: vc.VerificationClient
+) -> None:
+    assert verif_client is verif_simulator_client
+
+
+def test_the_old_fixture_name_warns(pytester_run: PytesterRun) -> None:
+    result = pytester_run(
+        """
+        import pytest
+
+        @pytest.mark.anyio
+        async def test_old_name(verif_client):
+            assert await verif_client.get_mobile_consent_text()
+        """,
+        *ANYIO_ONLY,
+        "-W",
+        "error::DeprecationWarning",
+    )
+    assert result.returncode == 1
+    assert "use verif_simulator_client" in result.stdout
+
+
+USER_TEST = """
+    import pytest
+
+    @pytest.mark.{marker}
+    async def test_my_confirmation_flow(verif_simulator, verif_simulator_client):
+        client = verif_simulator_client
+        sent = await client.send_confirmation_sms("5551234567", "Did you ask to pay?")
+        verif_simulator.verify(sent.request_id)
+        assert (await client.has_been_verified(sent.request_id)).verified is True
+"""
+
+
+ANYIO_ONLY = ("-p", "no:asyncio")
+ASYNCIO_ONLY = (
+    "-p",
+    "no:anyio",
+    "-p",
+    "asyncio",
+    "-o",
+    "asyncio_default_fixture_loop_scope=function",
+)
+
+
+@pytest.mark.parametrize(("marker", "plugins"), [("anyio", ANYIO_ONLY), ("asyncio", ASYNCIO_ONLY)])
+def test_the_fixtures_serve_async_tests_under_either_plugin(
+    pytester_run: PytesterRun, marker: str, plugins: tuple[str, ...]
+) -> None:
+    if marker == "asyncio":
+        pytest.importorskip("pytest_asyncio")
+    result = pytester_run(USER_TEST.format(marker=marker), *plugins)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " passed" in result.stdout
+    assert "failed" not in result.stdout
 
 
 def test_importing_the_client_does_not_import_the_simulator() -> None:
@@ -44,3 +105,27 @@ def test_importing_the_client_does_not_import_the_simulator() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+class PytesterRun:
+    """Runs pytest in a subprocess on one test file of a user's, as they would."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def __call__(self, source: str, *options: str) -> subprocess.CompletedProcess[str]:
+        path = self.directory / "test_user.py"
+        path.write_text(textwrap.dedent(source))
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options]
+        return subprocess.run(
+            [*command, str(path)],
+            cwd=self.directory,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+
+@pytest.fixture
+def pytester_run(tmp_path: Path) -> PytesterRun:
+    return PytesterRun(tmp_path)

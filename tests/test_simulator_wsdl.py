@@ -283,7 +283,9 @@ def test_zeep_reads_our_faults_and_trips_on_the_credential_message(
         assert fault.value.message.startswith("Server did not recognize the value of HTTP Header")
         assert fault.value.code == "soap:Client"
     else:
-        assert "did not recognize" in fault.value.message
+        # SOAP 1.2 ignores an action it does not know and routes on the body,
+        # whose element is in a namespace this service does not serve.
+        assert "valid action parameter" in fault.value.message
     service = client.bind("InquiriesWS", PORTS[binding])
     with pytest.raises(zeep.exceptions.TransportError, match="invalid XML"):
         service.GetMobileConsentText()  # no AuthenticationHeader

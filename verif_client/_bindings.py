@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._codec import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_NAMESPACE,
-    ENDPOINT_PATH,
-    Binding,
-    Codec,
-    parse_binding,
-)
+from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec
 from ._http import HttpGetCodec, HttpPostCodec
+from ._service import DEFAULT_NAMESPACE, ENDPOINT_PATH, Binding, parse_binding
 from ._soap import Soap11Codec, Soap12Codec
 
 _CODECS: Final[dict[Binding, type[Codec]]] = {

@@ -24,12 +24,13 @@ import attrs
 
 from ._bindings import codec_for
 from ._client import VerificationClient
-from ._codec import Binding, Codec
+from ._codec import Codec
 from ._errors import DeliveryUnknownError, RequestValidationError, VerifClientError
 from ._journal import FINAL_STATES, InputRow, JobRow, Journal, different_input_error
 from ._operations import get_operation
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 from ._results import RequestResult
+from ._service import Binding
 
 _SEND: Final = get_operation("SecureLink_Confirmation_SendRequestViaSms")
 _VERIFICATION_STATES: Final = {
@@ -49,8 +50,9 @@ Ts = TypeVarTuple("Ts")
 _CLAIM_BATCH: Final = 20
 _POLL_BATCH: Final = 500
 
-# A bulk job wants a decision per row: a "no" is final rather than pending.
-BULK_POLL_POLICY: Final = PollPolicy(false_is_final=True)
+# A "no" is final once the service has shown it says "not yet" with nil; a
+# service answering a plain bool says false until the owner acts (see PollPolicy).
+BULK_POLL_POLICY: Final = PollPolicy(false_means="auto")
 
 
 @attrs.frozen(slots=True)

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import attrs
@@ -17,11 +17,12 @@ import attrs
 from . import _xsd
 from ._bulk import BulkOptions, load_input, run_bulk, write_output
 from ._client import VerificationClient
-from ._codec import Binding
 from ._errors import VerifClientError
 from ._journal import FINAL_STATES, Journal, JournalError, open_journal
 from ._operations import OPERATIONS, get_operation
+from ._polling import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
+from ._service import Binding
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -103,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--location", action="store_true", help="also wait for each location")
     run.add_argument("--concurrency", type=_positive_int, default=50)
     run.add_argument("--deadline", type=parse_duration, default=600.0)
+    run.add_argument(
+        "--false-means",
+        choices=get_args(FalseMeans),
+        default="auto",
+        help="what a Verified false is: auto (final once the service has answered nil, "
+        "else pending; the default), pending (ask again) or final (declined)",
+    )
     run.add_argument(
         "--resend-unknown",
         action="store_true",
@@ -188,6 +196,7 @@ async def _bulk_run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             deadline=args.deadline,
             resend_unknown=args.resend_unknown,
+            policy=PollPolicy(false_means=args.false_means),
         )
         client = _client(args, journal)
         if args.input:

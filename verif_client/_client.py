@@ -9,23 +9,13 @@ import ssl
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Self, TypeVar, Unpack, overload
 
 import anyio
 import httpx
 
-from . import _polling
 from ._bindings import codec_for
-from ._codec import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_NAMESPACE,
-    ENDPOINT_PATH,
-    Binding,
-    Codec,
-    Credentials,
-    HTTPRequest,
-    parse_binding,
-)
+from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
     DeliveryUnknownError,
     HTTPStatusError,
@@ -34,36 +24,56 @@ from ._errors import (
     VerifClientError,
 )
 from ._inflate import ACCEPT_ENCODING, Inflater
-from ._operations import Operation, get_operation
+from ._operations import (
+    GET_MOBILE_CONSENT_TEXT,
+    GET_MOBILE_LOCATION,
+    HAS_BEEN_VERIFIED,
+    REVOKE_MOBILE_CONSENT,
+    SEND_CONFIRMATION_SMS,
+    UPDATE_BAD_CHECK_REJECT_REASON,
+    Operation,
+    get_operation,
+)
 from ._polling import (
+    BOTH,
     DEFAULT_POLL_POLICY,
+    LOCATION,
+    VERIFICATION,
     LocationOutcome,
+    Outcome,
+    PollKind,
     PollPolicy,
+    PollRunOptions,
     PollStream,
     VerificationOutcome,
+    VerifiedDialect,
+    poll,
 )
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._scrub import NO_SECRETS, Scrubber
+from ._service import (
+    DEFAULT_NAMESPACE,
+    ENDPOINT_PATH,
+    SANDBOX_BASE_URL,
+    Binding,
+    parse_binding,
+)
 
 # httpx's pool does work per request in proportion to its size (it rescans every
 # connection), so a small pool with waiting done in our own limiter is faster
 # than a large one: see the README's Performance section for the figures.
 DEFAULT_MAX_CONNECTIONS: Final = 16
 
-SANDBOX_BASE_URL: Final = "https://sandbox.api.giact.com"
-PRODUCTION_BASE_URL: Final = "https://api.giact.com"
-
 logger = logging.getLogger("verif_client")
 
 # Failures after which the request certainly did not reach the service.
 _NEVER_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_SEND = "SecureLink_Confirmation_SendRequestViaSms"
-_VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
-_LOCATION = "SecureLink_MobileLocation_GetResult"
-_UPDATE = "UpdatePrivateBadCheckRejectReason"
-_REVOKE = "RevokeMobileConsent"
-_CONSENT_TEXT = "GetMobileConsentText"
+
+R = TypeVar("R")
+_O = TypeVar("_O", bound=Outcome)
+RequestIds = Iterable[int] | AsyncIterable[int]
 
 
 class VerificationClient:
@@ -94,6 +104,7 @@ class VerificationClient:
         verify: bool | ssl.SSLContext = True,
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        username_is_secret: bool = False,
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
@@ -101,7 +112,7 @@ class VerificationClient:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
-        self.base_url = str(base_url).rstrip("/")
+        self.base_url = _site_root(str(base_url), endpoint_path)
         self.binding = parse_binding(binding)
         self.namespace = namespace
         self.timeout = timeout
@@ -113,6 +124,12 @@ class VerificationClient:
             Credentials(username or "", password or "")
             if username is not None or password is not None
             else None
+        )
+        self._username_is_secret = username_is_secret
+        self._scrub = (
+            Scrubber([password or "", (username or "") if username_is_secret else ""])
+            if self._credentials is not None
+            else NO_SECRETS
         )
         self._codecs: dict[Binding, Codec] = {
             b: codec_for(
@@ -135,9 +152,13 @@ class VerificationClient:
         self._rng = random.Random()
         self._urls: dict[str, httpx.URL] = {}
         self._closed = False
+        # What the service has shown of its Verified dialect (see PollPolicy.false_means).
+        self._verified_dialect = VerifiedDialect()
 
     def __repr__(self) -> str:
         user = self._credentials.username if self._credentials else None
+        if user and self._username_is_secret:
+            user = "***"
         return (
             f"<VerificationClient {self.base_url} binding={self.binding.value} username={user!r}>"
         )
@@ -190,47 +211,82 @@ class VerificationClient:
     ) -> RequestResult:
         """Text ``question`` (a yes/no question) to ``phone_number``; never retried
         once the request may have left (a second SMS is a real harm)."""
-        params = {"PhoneNumber": phone_number, "ConfirmationQuestion": question}
-        return _expect(await self.call(_SEND, binding=binding, **params), RequestResult)
+        params = SEND_CONFIRMATION_SMS.wire_params(phone_number, question)
+        return await self.call_with(SEND_CONFIRMATION_SMS, params, binding=binding)
 
     async def has_been_verified(
         self, request_id: int, *, binding: Binding | str | None = None
     ) -> VerificationResult:
         """Whether the owner confirmed; ``verified is None`` while nobody answered."""
-        result = await self.call(_VERIFIED, binding=binding, RequestId=request_id)
-        return _expect(result, VerificationResult)
+        params = HAS_BEEN_VERIFIED.wire_params(request_id)
+        result = await self.call_with(HAS_BEEN_VERIFIED, params, binding=binding)
+        self._verified_dialect.learn(result)
+        return result
 
     async def get_mobile_location(
         self, request_id: int, *, binding: Binding | str | None = None
     ) -> LocationResult:
         """The location the owner shared; ``location is None`` until then."""
-        result = await self.call(_LOCATION, binding=binding, RequestId=request_id)
-        return _expect(result, LocationResult)
+        params = GET_MOBILE_LOCATION.wire_params(request_id)
+        return await self.call_with(GET_MOBILE_LOCATION, params, binding=binding)
 
     async def revoke_mobile_consent(
         self, mobile_number: str, *, binding: Binding | str | None = None
     ) -> bool:
-        result = await self.call(_REVOKE, binding=binding, MobileNumber=mobile_number)
-        return _expect(result, bool)
+        params = REVOKE_MOBILE_CONSENT.wire_params(mobile_number)
+        return await self.call_with(REVOKE_MOBILE_CONSENT, params, binding=binding)
 
     async def get_mobile_consent_text(self, *, binding: Binding | str | None = None) -> str:
-        return _expect(await self.call(_CONSENT_TEXT, binding=binding), str)
+        return await self.call_with(GET_MOBILE_CONSENT_TEXT, {}, binding=binding)
 
     async def update_bad_check_reject_reason(
         self, bad_check_id: int, reject_reason: str, *, binding: Binding | str | None = None
     ) -> bool:
-        params = {"BadCheckId": bad_check_id, "CheckRejectReason": reject_reason}
-        return _expect(await self.call(_UPDATE, binding=binding, **params), bool)
+        params = UPDATE_BAD_CHECK_REJECT_REASON.wire_params(bad_check_id, reject_reason)
+        return await self.call_with(UPDATE_BAD_CHECK_REJECT_REASON, params, binding=binding)
 
+    @overload
     async def call(
-        self, operation: str | Operation, *, binding: Binding | str | None = None, **params: Any
+        self, operation: Operation[R], *, binding: Binding | str | None = None, **params: Any
+    ) -> R: ...
+    @overload
+    async def call(
+        self, operation: str, *, binding: Binding | str | None = None, **params: Any
+    ) -> object: ...
+    async def call(
+        self,
+        operation: str | Operation[Any],
+        *,
+        binding: Binding | str | None = None,
+        **params: Any,
     ) -> object:
-        """Call any operation by wire name with wire-named parameters."""
+        """Call any operation with wire-named parameters: by its constant
+        (``HAS_BEEN_VERIFIED``, typed with its result) or its wire name."""
         return await self.call_with(operation, params, binding=binding)
 
+    @overload
     async def call_with(
         self,
-        operation: str | Operation,
+        operation: Operation[R],
+        params: Mapping[str, object],
+        *,
+        binding: Binding | str | None = None,
+        retry: RetryPolicy | None = None,
+        before_send: Callable[[], Awaitable[None]] | None = None,
+    ) -> R: ...
+    @overload
+    async def call_with(
+        self,
+        operation: str,
+        params: Mapping[str, object],
+        *,
+        binding: Binding | str | None = None,
+        retry: RetryPolicy | None = None,
+        before_send: Callable[[], Awaitable[None]] | None = None,
+    ) -> object: ...
+    async def call_with(
+        self,
+        operation: str | Operation[Any],
         params: Mapping[str, object],
         *,
         binding: Binding | str | None = None,
@@ -248,9 +304,38 @@ class VerificationClient:
         chosen = self.binding if binding is None else parse_binding(binding)
         codec = self._codecs[chosen]
         request = codec.encode(op, params, credentials=self._credentials)
-        return await self._exchange(
-            op, chosen, codec, request, params, retry or self.retry, before_send
-        )
+        try:
+            return await self._exchange(
+                op, chosen, codec, request, params, retry or self.retry, before_send
+            )
+        except VerifClientError as exc:
+            # Network errors may quote what the peer sent, too.
+            self._scrub.error(exc)
+            raise
+
+    def _decode(
+        self, codec: Codec, op: Operation[R], status: int, headers: httpx.Headers, body: bytes
+    ) -> R:
+        """Decode an answer; our secrets are taken out of what it tells us (see _scrub).
+
+        The body itself is decoded as it came: masking inside the XML could break
+        its structure or change its data. Only a failure is decoded again from a
+        masked body, because its texts quote the body cut to a length, and a cut
+        could keep half of a secret."""
+        scrub = self._scrub
+        try:
+            result = codec.decode(op, status, headers, body)
+        except VerifClientError as exc:
+            if not scrub:
+                raise
+            original = exc
+        else:
+            return scrub.result(result) if scrub else result
+        try:
+            codec.decode(op, status, headers, scrub.body(body))
+        except VerifClientError as exc:
+            raise scrub.error(exc) from None
+        raise scrub.error(original) from None
 
     # -- polling -------------------------------------------------------------
 
@@ -258,93 +343,79 @@ class VerificationClient:
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> VerificationOutcome:
         """Poll HasBeenVerified for one id until it settles (see :class:`PollPolicy`)."""
-        outcome = await self._wait_one(_polling.VERIFICATION, request_id, policy)
-        assert isinstance(outcome, VerificationOutcome)
-        return outcome
+        return await self._wait_one(VERIFICATION, request_id, policy)
 
     async def wait_for_location(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> LocationOutcome:
         """Poll MobileLocation_GetResult for one id until it settles."""
-        outcome = await self._wait_one(_polling.LOCATION, request_id, policy)
-        assert isinstance(outcome, LocationOutcome)
-        return outcome
+        return await self._wait_one(LOCATION, request_id, policy)
 
-    async def _wait_one(
-        self, kind: _polling._Kind, request_id: int, policy: PollPolicy
-    ) -> VerificationOutcome | LocationOutcome:
-        async with self._poll((kind,), [request_id], policy, 1, False) as outcomes:
+    async def _wait_one(self, kind: PollKind[_O], request_id: int, policy: PollPolicy) -> _O:
+        async with self._poll((kind,), [request_id], policy=policy, max_concurrency=1) as outcomes:
             async for outcome in outcomes:
                 return outcome
         raise AssertionError("a poll run ended without an outcome")  # pragma: no cover
 
     def poll_verifications(
-        self,
-        request_ids: Iterable[int] | AsyncIterable[int] = (),
-        *,
-        policy: PollPolicy = DEFAULT_POLL_POLICY,
-        max_concurrency: int = 100,
-        keep_open: bool = False,
-    ) -> AbstractAsyncContextManager[PollStream]:
+        self, request_ids: RequestIds = (), **options: Unpack[PollRunOptions]
+    ) -> AbstractAsyncContextManager[PollStream[VerificationOutcome]]:
         """Poll HasBeenVerified for many ids; ``async with`` it and iterate the
         outcomes as they settle. ``request_ids`` may be an async iterable (a
-        queue): the run then lasts until it ends. ``keep_open=True`` keeps the
-        input open for ``add()`` until ``close_input()``."""
-        return self._poll((_polling.VERIFICATION,), request_ids, policy, max_concurrency, keep_open)
+        queue): the run then lasts until it ends. Options: ``policy``
+        (``PollPolicy()``), ``max_concurrency`` (100 calls in flight at most)
+        and ``keep_open`` (False; True keeps the input open for ``add()`` until
+        ``close_input()``)."""
+        return self._poll((VERIFICATION,), request_ids, **options)
 
     def poll_locations(
-        self,
-        request_ids: Iterable[int] | AsyncIterable[int] = (),
-        *,
-        policy: PollPolicy = DEFAULT_POLL_POLICY,
-        max_concurrency: int = 100,
-        keep_open: bool = False,
-    ) -> AbstractAsyncContextManager[PollStream]:
+        self, request_ids: RequestIds = (), **options: Unpack[PollRunOptions]
+    ) -> AbstractAsyncContextManager[PollStream[LocationOutcome]]:
         """Like :meth:`poll_verifications`, for MobileLocation_GetResult."""
-        return self._poll((_polling.LOCATION,), request_ids, policy, max_concurrency, keep_open)
+        return self._poll((LOCATION,), request_ids, **options)
 
     def poll_verifications_and_locations(
-        self,
-        request_ids: Iterable[int] | AsyncIterable[int] = (),
-        *,
-        policy: PollPolicy = DEFAULT_POLL_POLICY,
-        max_concurrency: int = 100,
-        keep_open: bool = False,
-    ) -> AbstractAsyncContextManager[PollStream]:
+        self, request_ids: RequestIds = (), **options: Unpack[PollRunOptions]
+    ) -> AbstractAsyncContextManager[PollStream[Outcome]]:
         """Watch both for the same ids: one VerificationOutcome and one
         LocationOutcome per id, each as it settles."""
-        kinds = (_polling.VERIFICATION, _polling.LOCATION)
-        return self._poll(kinds, request_ids, policy, max_concurrency, keep_open)
+        return self._poll(BOTH, request_ids, **options)
 
     def _poll(
         self,
-        kinds: tuple[_polling._Kind, ...],
-        request_ids: Iterable[int] | AsyncIterable[int],
-        policy: PollPolicy,
-        max_concurrency: int,
-        keep_open: bool,
-    ) -> AbstractAsyncContextManager[PollStream]:
-        return _polling.poll(
-            self,
+        kinds: tuple[PollKind[_O], ...],
+        request_ids: RequestIds,
+        *,
+        policy: PollPolicy = DEFAULT_POLL_POLICY,
+        max_concurrency: int = 100,
+        keep_open: bool = False,
+    ) -> AbstractAsyncContextManager[PollStream[_O]]:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        return poll(
+            self.call_with,
             request_ids,
             kinds,
             policy=policy,
-            max_concurrency=max_concurrency,
+            # A worker beyond the connection slots could only wait for one: it
+            # would add queueing, not throughput.
+            workers=min(max_concurrency, self.max_connections),
             keep_open=keep_open,
+            dialect=self._verified_dialect,
         )
 
     # -- the exchange, with retries -----------------------------------------
 
     async def _exchange(
         self,
-        op: Operation,
+        op: Operation[R],
         binding: Binding,
         codec: Codec,
         request: HTTPRequest,
         params: Mapping[str, object],
         policy: RetryPolicy,
         before_send: Callable[[], Awaitable[None]] | None,
-    ) -> object:
+    ) -> R:
         started = anyio.current_time()
         attempt = 0
         # A retried attempt is the same request, already recorded: the hook runs once.
@@ -354,7 +425,7 @@ class VerificationClient:
             began = anyio.current_time()
             try:
                 status, headers, body = await self._send_once(op, request, hook)
-                result = codec.decode(op, status, headers, body)
+                result = self._decode(codec, op, status, headers, body)
             except httpx.TransportError as exc:
                 never_sent = isinstance(exc, _NEVER_SENT)
                 failure: VerifClientError
@@ -460,7 +531,7 @@ class VerificationClient:
 
     def _log(
         self,
-        op: Operation,
+        op: Operation[Any],
         binding: Binding,
         status: int | None,
         began: float,
@@ -475,8 +546,34 @@ class VerificationClient:
                 status,
                 attempt,
                 (anyio.current_time() - began) * 1000,
-                f" error={type(error).__name__}: {error}" if error else "",
+                f" error={type(error).__name__}: {self._scrub.text(str(error))}" if error else "",
             )
+
+
+def _site_root(base_url: str, endpoint_path: str) -> str:
+    """``base_url`` without a trailing slash, and without the endpoint path
+    when it was given the service's full address (it is added per request)."""
+    url = base_url.rstrip("/")
+    endpoint = endpoint_path.rstrip("/")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"base_url: {base_url!r} is not a URL ({exc})") from None
+    if parsed.query or parsed.fragment:
+        raise ValueError(
+            f"base_url: {base_url!r} has a query or fragment; give the site's address, "
+            f"e.g. {SANDBOX_BASE_URL!r}"
+        )
+    # IIS matches paths case-insensitively: so does this.
+    if endpoint and url.lower().endswith(endpoint.lower()):
+        return url[: len(url) - len(endpoint)]
+    if parsed.path.lower().rstrip("/").endswith(".asmx"):
+        raise ValueError(
+            f"base_url: {base_url!r} ends in a service path other than endpoint_path "
+            f"({endpoint_path!r}); give the site's address as base_url and the path as "
+            "endpoint_path"
+        )
+    return url
 
 
 class _NoCookies(http.cookiejar.CookieJar):
@@ -519,12 +616,3 @@ def _describe(exc: httpx.TransportError) -> str:
 def _phone_of(params: Mapping[str, object]) -> str | None:
     phone = params.get("PhoneNumber")
     return phone if isinstance(phone, str) else None
-
-
-_T = TypeVar("_T")
-
-
-def _expect(value: object, kind: type[_T]) -> _T:
-    # The codec built the value from the operation table; this only narrows the type.
-    assert isinstance(value, kind), (type(value), kind)
-    return value

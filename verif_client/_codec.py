@@ -5,10 +5,9 @@ result element against the operation table. No I/O happens here.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final, TypeVar, overload
 
 import attrs
 from lxml import etree
@@ -24,45 +23,14 @@ from ._errors import (
     excerpt,
 )
 from ._faults import find_fault, read_fault
-from ._operations import OPERATIONS, Operation, Record, ResultShape, get_operation
+from ._operations import OPERATIONS, Operation, Record, get_operation
+from ._service import DEFAULT_NAMESPACE, ENDPOINT_PATH, Binding
 
-DEFAULT_NAMESPACE: Final = "http://api.giact.com/verificationservices/v5"
-ENDPOINT_PATH: Final = "/verificationservices/v5/InquiriesWS-5-8.asmx"
 DEFAULT_MAX_RESPONSE_BYTES: Final = 1024 * 1024
 
+R = TypeVar("R")
+
 HeaderItems = Iterable[tuple[str, str]] | Mapping[str, str]
-
-
-class Binding(enum.StrEnum):
-    """The four ways the service can be called."""
-
-    SOAP11 = "soap11"
-    SOAP12 = "soap12"
-    HTTP_GET = "http-get"
-    HTTP_POST = "http-post"
-
-    @property
-    def is_soap(self) -> bool:
-        return self in (Binding.SOAP11, Binding.SOAP12)
-
-    @classmethod
-    def _missing_(cls, value: object) -> Binding | None:
-        # Accept the member names too ("SOAP11", "http_get"), as users type them.
-        if isinstance(value, str):
-            wanted = value.strip().lower().replace("_", "-")
-            for member in cls:
-                if wanted in (member.value, member.name.lower().replace("_", "-")):
-                    return member
-        return None
-
-
-def parse_binding(value: Binding | str) -> Binding:
-    """A Binding from itself, its value or its name; a clear ValueError otherwise."""
-    try:
-        return Binding(value)
-    except ValueError:
-        choices = ", ".join(member.value for member in Binding)
-        raise ValueError(f"binding: {value!r} is not one of {choices}") from None
 
 
 def _check_credential(field: str, value: object, *, secret: bool) -> None:
@@ -134,7 +102,9 @@ class Codec:
     whose path is relative to the service's base URL; ``decode(operation,
     status, headers, body)`` returns the operation's typed result or raises a
     :class:`~verif_client.VerifClientError`. ``params`` are keyed by wire name
-    (``RequestId``), in any order.
+    (``RequestId``), in any order. ``operation`` is an :class:`Operation`
+    constant (``HAS_BEEN_VERIFIED``: ``decode`` is then typed with its result)
+    or a wire name (``decode`` then returns ``object``).
     """
 
     binding: Binding
@@ -160,7 +130,7 @@ class Codec:
 
     def encode(
         self,
-        operation: str | Operation,
+        operation: str | Operation[Any],
         params: Mapping[str, object] | None = None,
         *,
         credentials: Credentials | None = None,
@@ -173,7 +143,7 @@ class Codec:
             raise
         return self._build(op, texts, credentials)
 
-    def wire_texts(self, op: Operation, params: Mapping[str, object]) -> tuple[str, ...]:
+    def wire_texts(self, op: Operation[Any], params: Mapping[str, object]) -> tuple[str, ...]:
         """Check every parameter and render it as its wire text, in table order."""
         unknown = [name for name in params if name not in op.param_names]
         if unknown:
@@ -197,7 +167,7 @@ class Codec:
         return tuple(texts)
 
     @staticmethod
-    def _check_value(name: str, xsd: _xsd.XsdType, value: object) -> None:
+    def _check_value(name: str, xsd: _xsd.XsdType[Any], value: object) -> None:
         if xsd is _xsd.STRING:
             if not isinstance(value, str):
                 raise RequestValidationError(name, "must be a str", value=value)
@@ -223,14 +193,20 @@ class Codec:
         """Binding-specific checks on the rendered text (none by default)."""
 
     def _build(
-        self, op: Operation, texts: tuple[str, ...], credentials: Credentials | None
+        self, op: Operation[Any], texts: tuple[str, ...], credentials: Credentials | None
     ) -> HTTPRequest:
         raise NotImplementedError
 
     # -- responses --------------------------------------------------------
 
+    @overload
     def decode(
-        self, operation: str | Operation, status: int, headers: HeaderItems, body: bytes
+        self, operation: Operation[R], status: int, headers: HeaderItems, body: bytes
+    ) -> R: ...
+    @overload
+    def decode(self, operation: str, status: int, headers: HeaderItems, body: bytes) -> object: ...
+    def decode(
+        self, operation: str | Operation[Any], status: int, headers: HeaderItems, body: bytes
     ) -> object:
         op = get_operation(operation)
         try:
@@ -271,15 +247,15 @@ class Codec:
                 raise HTTPStatusError(status, _server_message(body)) from None
             raise DecodeError(str(exc), status_code=status) from None
 
-    def _read(self, op: Operation, status: int, root: etree._Element) -> object:
+    def _read(self, op: Operation[R], status: int, root: etree._Element) -> R:
         raise NotImplementedError
 
-    def _result_path(self, op: Operation) -> tuple[str, ...]:
+    def _result_path(self, op: Operation[Any]) -> tuple[str, ...]:
         """The qualified tags from the document's root down to the result
         element, as the service writes them (the root's own tag first)."""
         raise NotImplementedError
 
-    def _expected_result(self, op: Operation, root: etree._Element) -> etree._Element | None:
+    def _expected_result(self, op: Operation[Any], root: etree._Element) -> etree._Element | None:
         tags = self._result_paths[op.name]
         if root.tag != tags[0]:
             return None
@@ -296,7 +272,7 @@ class Codec:
         return node
 
 
-def read_result(shape: ResultShape, element: etree._Element | None, path: str) -> object:
+def read_result(shape: _xsd.XsdType[R] | Record[R], element: etree._Element | None, path: str) -> R:
     """Read a result element (the SOAP ``...Result`` or the bare root)."""
     if isinstance(shape, Record):
         if element is None or _xml.is_nil(element):
@@ -306,28 +282,28 @@ def read_result(shape: ResultShape, element: etree._Element | None, path: str) -
     if value is None:
         if shape is _xsd.STRING:
             # ASMX leaves a null string out; for the consent text "" is the honest reading.
-            return ""
+            return shape.parse("")
         raise DecodeError(f"no xsd:{shape.name} value", element=path)
     return value
 
 
 def _read_simple(
-    xsd: _xsd.XsdType, element: etree._Element | None, path: str, name: str = ""
-) -> object:
+    xsd: _xsd.XsdType[R], element: etree._Element | None, path: str, name: str = ""
+) -> R | None:
     """``path`` (plus ``/name`` when given) locates the element in an error;
     joined only then, since nearly every answer reads without one."""
     if element is None or _xml.is_nil(element):
         return None
     text = element.text if len(element) == 0 else _xml.text_of(element)
     if not text:
-        return "" if xsd is _xsd.STRING else None
+        return xsd.parse("") if xsd is _xsd.STRING else None
     try:
         return xsd.parse(text)
     except _xsd.LexicalError as exc:
         raise DecodeError(str(exc), element=f"{path}/{name}" if name else path) from None
 
 
-def _read_record(record: Record, element: etree._Element, path: str) -> object:
+def _read_record(record: Record[R], element: etree._Element, path: str) -> R:
     values: dict[str, object] = {}
     by_element = record.by_element
     for node in element:

@@ -13,15 +13,15 @@ import httpx
 from ._bulk import BulkOptions, load_input, run_bulk
 from ._cli import print_counts
 from ._client import VerificationClient
-from ._codec import Binding
 from ._journal import open_journal
 from ._polling import PollPolicy
 from ._progress import ProgressDisplay
+from ._service import Binding
 
 DEMO_QUESTION = "Did you ask to pay $25 to ACME & Co.?"
 # Fast enough that the demo ends in seconds; real jobs use the defaults.
 DEMO_POLICY = PollPolicy(
-    initial_delay=0.05, multiplier=1.5, max_delay=0.4, jitter=0.5, false_is_final=True
+    initial_delay=0.05, multiplier=1.5, max_delay=0.4, jitter=0.5, false_means="final"
 )
 DEMO_DEADLINE = 4.0
 

@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import re
-from typing import Final
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 from lxml import etree
 
 from . import _xml
-from ._codec import Binding, Codec, Credentials, HTTPRequest, read_result
+from ._codec import Codec, Credentials, HTTPRequest, R, read_result
 from ._errors import DecodeError, HTTPStatusError, RequestValidationError
 from ._operations import Operation
-
-# ASP.NET request validation refuses these before the service runs.
-_DANGEROUS: Final = re.compile(r"<[A-Za-z!/?]|&#")
-FORM_CONTENT_TYPE: Final = "application/x-www-form-urlencoded"
+from ._service import FORM_CONTENT_TYPE, REQUEST_VALIDATION, Binding
 
 
 class _PlainHttpCodec(Codec):
     """Shared by GET and POST: validation of form values and the bare answer."""
 
     def _check_text(self, name: str, text: str, value: object) -> None:
-        if self.validate and _DANGEROUS.search(text):
+        if self.validate and REQUEST_VALIDATION.search(text):
             raise RequestValidationError(
                 name,
                 "contains '<' followed by a letter, '!', '/' or '?', or '&#', which ASP.NET "
@@ -30,10 +27,10 @@ class _PlainHttpCodec(Codec):
                 value=value,
             )
 
-    def _result_path(self, op: Operation) -> tuple[str, ...]:
+    def _result_path(self, op: Operation[Any]) -> tuple[str, ...]:
         return (f"{{{self.namespace}}}{op.bare_root}",)
 
-    def _read(self, op: Operation, status: int, root: etree._Element) -> object:
+    def _read(self, op: Operation[R], status: int, root: etree._Element) -> R:
         name = _xml.local_name(root.tag)
         if status != 200:
             raise HTTPStatusError(status, f"<{name}> document")
@@ -42,8 +39,7 @@ class _PlainHttpCodec(Codec):
         return read_result(op.result, root, op.bare_root)
 
     @staticmethod
-    def _pairs(op: Operation, texts: tuple[str, ...], quoter: object) -> str:
-        assert callable(quoter)
+    def _pairs(op: Operation[Any], texts: tuple[str, ...], quoter: Callable[..., str]) -> str:
         return "&".join(
             f"{param.name}={quoter(text, safe='')}"
             for param, text in zip(op.params, texts, strict=True)
@@ -54,7 +50,7 @@ class HttpGetCodec(_PlainHttpCodec):
     binding = Binding.HTTP_GET
 
     def _build(
-        self, op: Operation, texts: tuple[str, ...], credentials: Credentials | None
+        self, op: Operation[Any], texts: tuple[str, ...], credentials: Credentials | None
     ) -> HTTPRequest:
         query = self._pairs(op, texts, quote)
         path = f"{self.endpoint_path}/{op.name}"
@@ -67,7 +63,7 @@ class HttpPostCodec(_PlainHttpCodec):
     binding = Binding.HTTP_POST
 
     def _build(
-        self, op: Operation, texts: tuple[str, ...], credentials: Credentials | None
+        self, op: Operation[Any], texts: tuple[str, ...], credentials: Credentials | None
     ) -> HTTPRequest:
         # The Content-Type goes on every POST, the empty one included: ASMX refuses
         # a POST without it, and an HTTP library sends none for an empty body.

@@ -4,29 +4,36 @@ Everything that differs between operations lives here: wire names, parameter
 order and types, service rules on inputs, result shapes, the bare root element
 of the HTTP GET/POST answers and whether a call may be repeated safely. Every
 codec, the client, the simulator and the CLI are generic over ``OPERATIONS``.
+
+Each operation is also a public constant named after its client method in
+capitals (``HAS_BEEN_VERIFIED`` for ``has_been_verified``), typed with its
+result: ``Operation[VerificationResult]``, so ``codec.decode(HAS_BEEN_VERIFIED,
+...)`` and ``client.call(HAS_BEEN_VERIFIED, ...)`` are typed too.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final, Generic, overload
 
 import attrs
 
 from . import _xsd
+from ._compat import TypeVar
 from ._errors import RequestValidationError
 from ._results import Location, LocationResult, RequestResult, VerificationResult
+from ._service import MAX_QUESTION_UNITS, PHONE_NUMBER
 from ._xsd import XsdType
+
+R = TypeVar("R", default=Any)
+"""The result type of an operation; a bare ``Operation`` is one of any result."""
 
 ServiceRule = Callable[[object], "str | None"]
 """Returns a description of what is wrong with a value, or None when it is fine."""
 
-_PHONE = re.compile(r"[0-9]{7,15}")
-
 
 def _phone_rule(value: object) -> str | None:
-    if isinstance(value, str) and not _PHONE.fullmatch(value):
+    if isinstance(value, str) and not PHONE_NUMBER.fullmatch(value):
         return "must be 7 to 15 ASCII digits"
     return None
 
@@ -37,8 +44,8 @@ def _question_rule(value: object) -> str | None:
     units = _xsd.utf16_length(value)
     if units == 0:
         return "is required"
-    if units > 200:
-        return f"is {units} UTF-16 code units long; the service allows at most 200"
+    if units > MAX_QUESTION_UNITS:
+        return f"is {units} UTF-16 code units long; the service allows at most {MAX_QUESTION_UNITS}"
     return None
 
 
@@ -64,15 +71,15 @@ class Field:
 
     element: str
     attr: str
-    type: XsdType | Record
+    type: XsdType[Any] | Record[Any]
     required: bool = False
 
 
 @attrs.frozen
-class Record:
+class Record(Generic[R]):
     """A complex result: the class to build and its fields in wire order."""
 
-    cls: type
+    cls: Callable[..., R]
     fields: tuple[Field, ...]
     by_element: Mapping[str, Field] = attrs.field(init=False)
 
@@ -85,13 +92,14 @@ ResultShape = XsdType | Record
 
 
 @attrs.frozen
-class Operation:
-    """One operation of the service, with everything a codec needs to know."""
+class Operation(Generic[R]):
+    """One operation of the service, with everything a codec needs to know;
+    ``R`` is the type of its result."""
 
     name: str
     method: str
     params: tuple[Param, ...]
-    result: ResultShape
+    result: XsdType[R] | Record[R]
     bare_root: str
     idempotent: bool
     doc: str
@@ -107,6 +115,10 @@ class Operation:
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(param.name for param in self.params)
+
+    def wire_params(self, *values: object) -> dict[str, object]:
+        """The parameters keyed by wire name, from values given in table order."""
+        return {param.name: value for param, value in zip(self.params, values, strict=True)}
 
 
 LOCATION_RECORD: Final = Record(
@@ -129,80 +141,96 @@ LOCATION_RECORD: Final = Record(
 
 _ERROR_MESSAGE = Field("ErrorMessage", "error_message", _xsd.STRING)
 
-OPERATIONS: Final[tuple[Operation, ...]] = (
-    Operation(
-        name="SecureLink_Confirmation_SendRequestViaSms",
-        method="send_confirmation_sms",
-        params=(
-            Param("PhoneNumber", "phone_number", _xsd.STRING, _phone_rule),
-            Param("ConfirmationQuestion", "question", _xsd.STRING, _question_rule),
-        ),
-        result=Record(
-            RequestResult,
-            (Field("SecureLinkRequestId", "request_id", _xsd.LONG, required=True), _ERROR_MESSAGE),
-        ),
-        bare_root="SecureLinkRequestResult",
-        idempotent=False,
-        doc="Send a yes/no confirmation question by SMS; returns the request id to poll.",
+SEND_CONFIRMATION_SMS: Final[Operation[RequestResult]] = Operation(
+    name="SecureLink_Confirmation_SendRequestViaSms",
+    method="send_confirmation_sms",
+    params=(
+        Param("PhoneNumber", "phone_number", _xsd.STRING, _phone_rule),
+        Param("ConfirmationQuestion", "question", _xsd.STRING, _question_rule),
     ),
-    Operation(
-        name="SecureLink_SecurityCode_HasBeenVerified",
-        method="has_been_verified",
-        params=(Param("RequestId", "request_id", _xsd.LONG, _request_id_rule),),
-        result=Record(
-            VerificationResult, (Field("Verified", "verified", _xsd.BOOLEAN), _ERROR_MESSAGE)
-        ),
-        bare_root="SecureLinkCodeVerificationResult",
-        idempotent=True,
-        doc="Tell whether the owner confirmed a request (None while pending).",
+    result=Record(
+        RequestResult,
+        (Field("SecureLinkRequestId", "request_id", _xsd.LONG, required=True), _ERROR_MESSAGE),
     ),
-    Operation(
-        name="SecureLink_MobileLocation_GetResult",
-        method="get_mobile_location",
-        params=(Param("RequestId", "request_id", _xsd.LONG, _request_id_rule),),
-        result=Record(
-            LocationResult, (Field("LocationResult", "location", LOCATION_RECORD), _ERROR_MESSAGE)
-        ),
-        bare_root="SecureLinkLocationResult",
-        idempotent=True,
-        doc="Fetch the location the owner shared for a request (None while pending).",
-    ),
-    Operation(
-        name="UpdatePrivateBadCheckRejectReason",
-        method="update_bad_check_reject_reason",
-        params=(
-            Param("BadCheckId", "bad_check_id", _xsd.LONG),
-            Param("CheckRejectReason", "reject_reason", _xsd.STRING),
-        ),
-        result=_xsd.BOOLEAN,
-        bare_root="boolean",
-        idempotent=False,
-        doc="Set the CheckRejectReason of a bad-check item.",
-    ),
-    Operation(
-        name="RevokeMobileConsent",
-        method="revoke_mobile_consent",
-        params=(Param("MobileNumber", "mobile_number", _xsd.STRING),),
-        result=_xsd.BOOLEAN,
-        bare_root="boolean",
-        idempotent=False,
-        doc="Revoke the consent recorded for a mobile number.",
-    ),
-    Operation(
-        name="GetMobileConsentText",
-        method="get_mobile_consent_text",
-        params=(),
-        result=_xsd.STRING,
-        bare_root="string",
-        idempotent=True,
-        doc="Fetch the consent text a number's owner must agree to.",
-    ),
+    bare_root="SecureLinkRequestResult",
+    idempotent=False,
+    doc="Send a yes/no confirmation question by SMS; returns the request id to poll.",
 )
 
-OPERATIONS_BY_NAME: Final[Mapping[str, Operation]] = {op.name: op for op in OPERATIONS}
+HAS_BEEN_VERIFIED: Final[Operation[VerificationResult]] = Operation(
+    name="SecureLink_SecurityCode_HasBeenVerified",
+    method="has_been_verified",
+    params=(Param("RequestId", "request_id", _xsd.LONG, _request_id_rule),),
+    result=Record(
+        VerificationResult, (Field("Verified", "verified", _xsd.BOOLEAN), _ERROR_MESSAGE)
+    ),
+    bare_root="SecureLinkCodeVerificationResult",
+    idempotent=True,
+    doc="Tell whether the owner confirmed a request (None while pending).",
+)
+
+GET_MOBILE_LOCATION: Final[Operation[LocationResult]] = Operation(
+    name="SecureLink_MobileLocation_GetResult",
+    method="get_mobile_location",
+    params=(Param("RequestId", "request_id", _xsd.LONG, _request_id_rule),),
+    result=Record(
+        LocationResult, (Field("LocationResult", "location", LOCATION_RECORD), _ERROR_MESSAGE)
+    ),
+    bare_root="SecureLinkLocationResult",
+    idempotent=True,
+    doc="Fetch the location the owner shared for a request (None while pending).",
+)
+
+UPDATE_BAD_CHECK_REJECT_REASON: Final[Operation[bool]] = Operation(
+    name="UpdatePrivateBadCheckRejectReason",
+    method="update_bad_check_reject_reason",
+    params=(
+        Param("BadCheckId", "bad_check_id", _xsd.LONG),
+        Param("CheckRejectReason", "reject_reason", _xsd.STRING),
+    ),
+    result=_xsd.BOOLEAN,
+    bare_root="boolean",
+    idempotent=False,
+    doc="Set the CheckRejectReason of a bad-check item.",
+)
+
+REVOKE_MOBILE_CONSENT: Final[Operation[bool]] = Operation(
+    name="RevokeMobileConsent",
+    method="revoke_mobile_consent",
+    params=(Param("MobileNumber", "mobile_number", _xsd.STRING),),
+    result=_xsd.BOOLEAN,
+    bare_root="boolean",
+    idempotent=False,
+    doc="Revoke the consent recorded for a mobile number.",
+)
+
+GET_MOBILE_CONSENT_TEXT: Final[Operation[str]] = Operation(
+    name="GetMobileConsentText",
+    method="get_mobile_consent_text",
+    params=(),
+    result=_xsd.STRING,
+    bare_root="string",
+    idempotent=True,
+    doc="Fetch the consent text a number's owner must agree to.",
+)
+
+OPERATIONS: Final[tuple[Operation[Any], ...]] = (
+    SEND_CONFIRMATION_SMS,
+    HAS_BEEN_VERIFIED,
+    GET_MOBILE_LOCATION,
+    UPDATE_BAD_CHECK_REJECT_REASON,
+    REVOKE_MOBILE_CONSENT,
+    GET_MOBILE_CONSENT_TEXT,
+)
+
+OPERATIONS_BY_NAME: Final[Mapping[str, Operation[Any]]] = {op.name: op for op in OPERATIONS}
 
 
-def get_operation(operation: str | Operation) -> Operation:
+@overload
+def get_operation(operation: Operation[R]) -> Operation[R]: ...
+@overload
+def get_operation(operation: str) -> Operation[Any]: ...
+def get_operation(operation: str | Operation[Any]) -> Operation[Any]:
     """Look an operation up by wire name (case-insensitive, as IIS routes)."""
     if isinstance(operation, Operation):
         return operation

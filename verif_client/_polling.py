@@ -12,17 +12,18 @@ Classification of answers:
 answer                                       meaning
 ===========================================  ===========================
 ``Verified`` true                            VERIFIED
-``Verified`` nil, or false                   pending (false may still become
-                                             true); with ``false_is_final``,
-                                             false ends as DECLINED
-``Verified`` nil with an ErrorMessage        FAILED (the service refused)
+``Verified`` nil                             pending
+``Verified`` false                           DECLINED or pending, as
+                                             ``PollPolicy.false_means`` says
+``Verified`` false or nil, with an           FAILED (the service refused)
+ErrorMessage
 LocationResult present                       LOCATED
 LocationResult absent, "Location not         pending (a denial looks the same,
 available ..." or no ErrorMessage            so it ends TIMED_OUT)
 LocationResult absent, other ErrorMessage    FAILED
 SOAP fault, authentication error, bad input  FAILED at once
-transport error, HTTP 502/503/504            retried under ``policy.retry``,
-                                             then FAILED
+transport error, HTTP 502/503/504, an        retried under ``policy.retry``,
+unreadable answer (DecodeError)              then FAILED
 still pending at ``policy.timeout``          TIMED_OUT
 ===========================================  ===========================
 """
@@ -35,20 +36,20 @@ import itertools
 import logging
 import math
 import random
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+import warnings
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, Protocol, TypedDict, get_args
 
 import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._errors import VerifClientError
+from ._compat import TypeVar
+from ._errors import DecodeError, VerifClientError
+from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
 from ._results import LocationResult, VerificationResult
 from ._retry import RetryPolicy, grown
-
-if TYPE_CHECKING:
-    from ._client import VerificationClient
 
 logger = logging.getLogger("verif_client")
 
@@ -63,17 +64,33 @@ class PollStatus(enum.Enum):
     FAILED = "failed"
 
 
-def _non_negative(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value >= 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
-def _fraction(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not 0 <= value <= 1:
-        raise ValueError(f"{attribute.name} must be between 0 and 1, got {value!r}")
-
+_NON_NEGATIVE: Final = attrs.validators.ge(0.0)
+_FRACTION: Final = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
 
 POLL_RETRY: Final = RetryPolicy(attempts=3, initial_backoff=0.5, max_backoff=2.0, deadline=15.0)
+
+FalseMeans = Literal["auto", "pending", "final"]
+"""What a ``Verified`` false means: see :class:`PollPolicy`."""
+
+
+class VerifiedDialect:
+    """What one service has shown of how it says "nobody answered yet".
+
+    A service whose ``Verified`` is a nullable bool answers nil until the owner
+    acts, so its false is an answer; one whose member is a plain .NET ``bool``
+    answers false until then. Once a nil has been seen, the service is known
+    to be of the first kind. One per client: every poll run learns from all.
+    """
+
+    __slots__ = ("nil_seen",)
+
+    def __init__(self) -> None:
+        self.nil_seen = False
+
+    def learn(self, result: VerificationResult) -> None:
+        # A plain bool cannot be nil: any nil, with a message or not, shows the shape.
+        if result.verified is None:
+            self.nil_seen = True
 
 
 @attrs.frozen(slots=True)
@@ -88,17 +105,38 @@ class PollPolicy:
     jitter would halve the mean interval and so bill more polls for the same
     detection delay. Polls stop at ``timeout`` seconds after the start; the last
     delay is cut to land on the deadline. ``retry`` governs failed calls within
-    one poll. ``false_is_final`` ends a verification answered ``false`` as
-    DECLINED instead of asking again.
+    one poll, an unreadable answer included.
+
+    ``false_means`` says what a ``Verified`` false is: ``"final"`` ends the id
+    as DECLINED; ``"pending"`` asks again (false may still turn true);
+    ``"auto"`` (the default) reads false as pending until this client has seen
+    a nil ``Verified`` from the service, and as final from then on (a service
+    that says "not yet" with nil says "no" with false). ``false_is_final`` is
+    the deprecated spelling of ``"final"`` (True) and ``"pending"`` (False).
     """
 
-    initial_delay: float = attrs.field(default=1.0, validator=_non_negative)
-    multiplier: float = attrs.field(default=1.5, validator=_non_negative)
-    max_delay: float = attrs.field(default=15.0, validator=_non_negative)
-    jitter: float = attrs.field(default=0.5, validator=_fraction)
-    timeout: float = attrs.field(default=600.0, validator=_non_negative)
+    initial_delay: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
+    multiplier: float = attrs.field(default=1.5, validator=_NON_NEGATIVE)
+    max_delay: float = attrs.field(default=15.0, validator=_NON_NEGATIVE)
+    jitter: float = attrs.field(default=0.5, validator=_FRACTION)
+    timeout: float = attrs.field(default=600.0, validator=_NON_NEGATIVE)
     retry: RetryPolicy = POLL_RETRY
-    false_is_final: bool = False
+    false_means: FalseMeans = attrs.field(
+        default="auto", validator=attrs.validators.in_(get_args(FalseMeans))
+    )
+    false_is_final: bool | None = attrs.field(default=None, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.false_is_final is not None:
+            warnings.warn(
+                "PollPolicy(false_is_final=...) is deprecated: use false_means='final' "
+                "or false_means='pending'",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            # Frozen: set through object, once, so that evolve() keeps the choice.
+            object.__setattr__(self, "false_means", "final" if self.false_is_final else "pending")
+            object.__setattr__(self, "false_is_final", None)
 
     def delay(self, poll_number: int, rng: random.Random | None = None) -> float:
         base = min(self.max_delay, grown(self.initial_delay, self.multiplier, poll_number - 1))
@@ -132,42 +170,81 @@ class LocationOutcome(_Outcome[LocationResult]):
 
 
 Outcome = VerificationOutcome | LocationOutcome
+"""Either kind of outcome: what ``poll_verifications_and_locations`` yields."""
+
+# The outcome type a poll run yields; covariant, so that a run watching both
+# kinds is typed as yielding their union (also what a bare ``PollStream`` means).
+_O = TypeVar("_O", bound=Outcome, covariant=True, default=Outcome)
 
 
-class _Kind:
+class CallOperation(Protocol):
+    """All the poller needs of a client: call one operation with its
+    parameters under a retry policy, and return its result."""
+
+    def __call__(
+        self, operation: Operation[Any], params: Mapping[str, object], *, retry: RetryPolicy
+    ) -> Awaitable[object]: ...
+
+
+class PollKind(Generic[_O]):
     """What differs between polling verifications and polling locations."""
 
     def __init__(
         self,
-        outcome: type[VerificationOutcome] | type[LocationOutcome],
-        operation: str,
-        judge: Callable[[object, PollPolicy], PollStatus | None],
+        outcome: Callable[..., _O],
+        operation: Operation[Any],
+        judge: Callable[[object, PollPolicy, VerifiedDialect], PollStatus | None],
     ) -> None:
         self.outcome = outcome
         self.operation = operation
+        # Both polled operations take the request id as their one parameter.
+        (self.request_id_param,) = operation.param_names
         self.judge = judge
 
 
-def _judge_verification(result: object, policy: PollPolicy) -> PollStatus | None:
+def _judge_verification(
+    result: object, policy: PollPolicy, dialect: VerifiedDialect
+) -> PollStatus | None:
     assert isinstance(result, VerificationResult)
     if result.verified is True:
         return PollStatus.VERIFIED
-    if result.verified is False:
-        return PollStatus.DECLINED if policy.false_is_final else None
-    return PollStatus.FAILED if result.error_message else None
+    dialect.learn(result)
+    if result.error_message:
+        # Both shapes of "unknown id": nil or (from a plain bool) false, with a message.
+        return PollStatus.FAILED
+    if result.verified is None:
+        return None
+    final = policy.false_means == "final" or (policy.false_means == "auto" and dialect.nil_seen)
+    return PollStatus.DECLINED if final else None
 
 
-def _judge_location(result: object, policy: PollPolicy) -> PollStatus | None:
+def _judge_location(
+    result: object, policy: PollPolicy, dialect: VerifiedDialect
+) -> PollStatus | None:
     assert isinstance(result, LocationResult)
     if result.location is not None:
         return PollStatus.LOCATED
     return None if result.pending else PollStatus.FAILED
 
 
-VERIFICATION: Final = _Kind(
-    VerificationOutcome, "SecureLink_SecurityCode_HasBeenVerified", _judge_verification
-)
-LOCATION: Final = _Kind(LocationOutcome, "SecureLink_MobileLocation_GetResult", _judge_location)
+VERIFICATION: Final = PollKind(VerificationOutcome, HAS_BEEN_VERIFIED, _judge_verification)
+LOCATION: Final = PollKind(LocationOutcome, GET_MOBILE_LOCATION, _judge_location)
+BOTH: Final[tuple[PollKind[Outcome], ...]] = (VERIFICATION, LOCATION)
+
+
+class PollOptions(TypedDict, total=False):
+    """How a poll run polls: ``policy`` (default ``PollPolicy()``) and
+    ``max_concurrency`` (default 100, calls in flight at once)."""
+
+    policy: PollPolicy
+    max_concurrency: int
+
+
+class PollRunOptions(PollOptions, total=False):
+    """``PollOptions`` and ``keep_open`` (default False): keep the input
+    open for ``add()`` until ``close_input()``."""
+
+    keep_open: bool
 
 
 class _Watch:
@@ -175,7 +252,7 @@ class _Watch:
 
     __slots__ = ("attempts", "deadline", "kind", "last", "polls", "request_id", "started")
 
-    def __init__(self, request_id: int, kind: _Kind, now: float, timeout: float) -> None:
+    def __init__(self, request_id: int, kind: PollKind[Any], now: float, timeout: float) -> None:
         self.request_id = request_id
         self.kind = kind
         self.started = now
@@ -185,28 +262,32 @@ class _Watch:
         self.last: object = None
 
 
-class PollStream:
+class PollStream(Generic[_O]):
     """The outcomes of one poll run, as they settle (not in input order).
 
     Iterate it with ``async for``; it ends when every id given has exactly one
     outcome per kind and no more ids can come. ``add()`` watches more ids while
     the input is open (see ``keep_open``), ``close_input()`` ends the input.
+    ``PollStream[VerificationOutcome]`` yields verification outcomes,
+    ``PollStream[LocationOutcome]`` location outcomes.
     """
 
     def __init__(
         self,
-        client: VerificationClient,
-        kinds: tuple[_Kind, ...],
+        call: CallOperation,
+        kinds: tuple[PollKind[_O], ...],
         policy: PollPolicy,
-        max_concurrency: int,
+        workers: int,
         rng: random.Random,
+        dialect: VerifiedDialect,
     ) -> None:
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
-        self._client = client
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers!r}")
+        self._call = call
+        self._dialect = dialect
         self._kinds = kinds
         self._policy = policy
-        self._max_concurrency = max_concurrency
+        self._workers = workers
         self._rng = rng
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
@@ -215,11 +296,11 @@ class PollStream:
         self._wakeup = anyio.Event()
         # When the dispatcher will look at the heap again on its own (-inf: it is awake).
         self._dispatcher_wakes_at = -math.inf
-        self._results_in: MemoryObjectSendStream[Outcome]
-        self._results_out: MemoryObjectReceiveStream[Outcome]
+        self._results_in: MemoryObjectSendStream[_O]
+        self._results_out: MemoryObjectReceiveStream[_O]
         self._results_in, self._results_out = anyio.create_memory_object_stream(math.inf)
 
-    def __aiter__(self) -> AsyncIterator[Outcome]:
+    def __aiter__(self) -> AsyncIterator[_O]:
         return self._results_out.__aiter__()
 
     def add(self, request_id: int, *, timeout: float | None = None) -> None:
@@ -261,9 +342,7 @@ class PollStream:
         async with anyio.create_task_group() as tg:
             if isinstance(source, AsyncIterable):
                 tg.start_soon(self._feed, source)
-            # A worker beyond the client's connection slots could only wait for
-            # one: it would add queueing, not throughput.
-            for _ in range(min(self._max_concurrency, self._client.max_connections)):
+            for _ in range(self._workers):
                 tg.start_soon(self._worker, due_receive.clone())
             due_receive.close()
             async with due_send:
@@ -316,10 +395,8 @@ class PollStream:
         watch.polls += 1
         error: VerifClientError | None = None
         try:
-            watch.last = await self._client.call_with(
-                watch.kind.operation, {"RequestId": watch.request_id}, retry=policy.retry
-            )
-            status = watch.kind.judge(watch.last, policy)
+            watch.last = await self._ask(watch)
+            status = watch.kind.judge(watch.last, policy, self._dialect)
         except VerifClientError as exc:
             error, status = exc, PollStatus.FAILED
         except Exception as exc:
@@ -337,13 +414,33 @@ class PollStream:
             status = PollStatus.TIMED_OUT
         self._settle(watch, status, error, now)
 
+    async def _ask(self, watch: _Watch) -> object:
+        """One poll: the call, with an unreadable answer asked again under
+        ``policy.retry`` (the client retries the network failures itself)."""
+        retry = self._policy.retry
+        started = anyio.current_time()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                kind = watch.kind
+                return await self._call(
+                    kind.operation, {kind.request_id_param: watch.request_id}, retry=retry
+                )
+            except DecodeError:
+                pause = retry.backoff(attempt, self._rng)
+                late = anyio.current_time() + pause - started > retry.deadline
+                if attempt >= retry.attempts or late:
+                    raise
+                await anyio.sleep(pause)
+
     def _settle(
         self, watch: _Watch, status: PollStatus, error: VerifClientError | None, now: float
     ) -> None:
         outcome = watch.kind.outcome(
             request_id=watch.request_id,
             status=status,
-            result=watch.last,  # type: ignore[arg-type]
+            result=watch.last,
             error=error,
             attempts=watch.attempts,
             elapsed=now - watch.started,
@@ -356,15 +453,18 @@ class PollStream:
 
 @asynccontextmanager
 async def poll(
-    client: VerificationClient,
+    call: CallOperation,
     request_ids: Iterable[int] | AsyncIterable[int],
-    kinds: tuple[_Kind, ...],
+    kinds: tuple[PollKind[_O], ...],
     *,
     policy: PollPolicy,
-    max_concurrency: int,
+    workers: int,
     keep_open: bool,
-) -> AsyncIterator[PollStream]:
-    stream = PollStream(client, kinds, policy, max_concurrency, random.Random())
+    dialect: VerifiedDialect,
+) -> AsyncIterator[PollStream[_O]]:
+    """Run one poll run: ``workers`` tasks share the due ids and ask through
+    ``call``; the stream yields each id's outcome per kind as it settles."""
+    stream = PollStream(call, kinds, policy, workers, random.Random(), dialect)
     if not isinstance(request_ids, AsyncIterable):
         for request_id in request_ids:
             stream.add(request_id)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["Location", "LocationResult", "RequestResult", "VerificationResult"]
+from ._service import LOCATION_NOT_AVAILABLE
 
-LOCATION_NOT_AVAILABLE = "Location not available for this SecureLink RequestID"
+__all__ = ["Location", "LocationResult", "RequestResult", "VerificationResult"]
 
 
 @attrs.frozen(slots=True)

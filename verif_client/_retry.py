@@ -28,9 +28,7 @@ def grown(initial: float, multiplier: float, steps: int) -> float:
         return math.inf
 
 
-def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+_NON_NEGATIVE: Final = attrs.validators.ge(0.0)
 
 
 @attrs.frozen(slots=True)
@@ -42,17 +40,12 @@ class RetryPolicy:
     is uniform in ``[0, min(max_backoff, initial_backoff * multiplier**(n-1))]``.
     """
 
-    attempts: int = attrs.field(default=4)
-    initial_backoff: float = attrs.field(default=0.25, validator=_positive)
-    multiplier: float = attrs.field(default=2.0, validator=_positive)
-    max_backoff: float = attrs.field(default=4.0, validator=_positive)
-    deadline: float = attrs.field(default=30.0, validator=_positive)
+    attempts: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+    initial_backoff: float = attrs.field(default=0.25, validator=_NON_NEGATIVE)
+    multiplier: float = attrs.field(default=2.0, validator=_NON_NEGATIVE)
+    max_backoff: float = attrs.field(default=4.0, validator=_NON_NEGATIVE)
+    deadline: float = attrs.field(default=30.0, validator=_NON_NEGATIVE)
     statuses: frozenset[int] = RETRYABLE_STATUSES
-
-    @attempts.validator
-    def _check_attempts(self, attribute: attrs.Attribute[int], value: int) -> None:
-        if value < 1:
-            raise ValueError(f"attempts must be >= 1, got {value!r}")
 
     def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""

@@ -7,9 +7,10 @@ from typing import Any, Final
 from lxml import etree
 
 from . import _xml
-from ._codec import Binding, Codec, Credentials, HTTPRequest, read_result
+from ._codec import Codec, Credentials, HTTPRequest, R, read_result
 from ._errors import DecodeError, HTTPStatusError
 from ._operations import Operation
+from ._service import SOAP11_CONTENT_TYPE, SOAP12_CONTENT_TYPE, Binding, soap_action
 
 _DECLARATION: Final = '<?xml version="1.0" encoding="utf-8"?>'
 
@@ -23,16 +24,14 @@ class SoapCodec(Codec):
     envelope_namespace: str
     content_type: str
 
-    def soap_action(self, op: Operation) -> str:
-        # ASMX joins namespace and name with one slash, adding it only if missing.
-        separator = "" if self.namespace.endswith("/") else "/"
-        return f'"{self.namespace}{separator}{op.name}"'
+    def soap_action(self, op: Operation[Any]) -> str:
+        return f'"{soap_action(self.namespace, op.name)}"'
 
-    def _headers(self, op: Operation) -> tuple[tuple[str, str], ...]:
+    def _headers(self, op: Operation[Any]) -> tuple[tuple[str, str], ...]:
         return (("Content-Type", self.content_type),)
 
     def _build(
-        self, op: Operation, texts: tuple[str, ...], credentials: Credentials | None
+        self, op: Operation[Any], texts: tuple[str, ...], credentials: Credentials | None
     ) -> HTTPRequest:
         # Everything but the values and the credentials is fixed per operation:
         # built once, so a call costs one join.
@@ -60,7 +59,7 @@ class SoapCodec(Codec):
         self._plans: dict[tuple[str, str, str], _Plan] = {}
         self._auth: tuple[Credentials, str, str] | None = None
 
-    def _plan(self, op: Operation) -> _Plan:
+    def _plan(self, op: Operation[Any]) -> _Plan:
         ns = _xml.escape_attr(self.namespace)
         head = f'{_DECLARATION}<soap:Envelope xmlns:soap="{self.envelope_namespace}">'
         tags = tuple((f"<{p.name}>", f"</{p.name}>") for p in op.params)
@@ -86,7 +85,7 @@ class SoapCodec(Codec):
         self._auth = (credentials, self.namespace, text)
         return text
 
-    def _result_path(self, op: Operation) -> tuple[str, ...]:
+    def _result_path(self, op: Operation[Any]) -> tuple[str, ...]:
         env, ns = self.envelope_namespace, self.namespace
         return (
             f"{{{env}}}Envelope",
@@ -95,7 +94,7 @@ class SoapCodec(Codec):
             f"{{{ns}}}{op.result_element}",
         )
 
-    def _read(self, op: Operation, status: int, root: etree._Element) -> object:
+    def _read(self, op: Operation[R], status: int, root: etree._Element) -> R:
         if _xml.local_name(root.tag) != "Envelope":
             if status != 200:
                 raise HTTPStatusError(status, f"<{_xml.local_name(root.tag)}> document")
@@ -120,13 +119,13 @@ class SoapCodec(Codec):
 class Soap11Codec(SoapCodec):
     binding = Binding.SOAP11
     envelope_namespace = _xml.SOAP11_ENV_NS
-    content_type = "text/xml; charset=utf-8"
+    content_type = SOAP11_CONTENT_TYPE
 
-    def _headers(self, op: Operation) -> tuple[tuple[str, str], ...]:
+    def _headers(self, op: Operation[Any]) -> tuple[tuple[str, str], ...]:
         return (("Content-Type", self.content_type), ("SOAPAction", self.soap_action(op)))
 
 
 class Soap12Codec(SoapCodec):
     binding = Binding.SOAP12
     envelope_namespace = _xml.SOAP12_ENV_NS
-    content_type = "application/soap+xml; charset=utf-8"
+    content_type = SOAP12_CONTENT_TYPE

@@ -8,25 +8,42 @@ as in async code.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack, overload
 
+import anyio.to_thread
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._client import VerificationClient
-from ._codec import Binding
+from ._operations import Operation
+from ._polling import (
+    DEFAULT_POLL_POLICY,
+    LocationOutcome,
+    Outcome,
+    PollOptions,
+    PollPolicy,
+    PollStream,
+    VerificationOutcome,
+)
 from ._results import LocationResult, RequestResult, VerificationResult
+from ._retry import RetryPolicy
+from ._service import Binding
 
 _T = TypeVar("_T")
+R = TypeVar("R")
+_O = TypeVar("_O", bound=Outcome)
 
 
 class SyncVerificationClient:
-    """The same methods as :class:`VerificationClient`, blocking.
+    """Every method of :class:`VerificationClient`, blocking.
 
     Takes the same arguments, plus ``backend`` (``"asyncio"`` or ``"trio"``)
     for the background loop. Use it as a context manager or call ``close()``.
+    The ``poll_*`` methods return plain iterators of outcomes (leaving the
+    loop early stops the run); ``call_with``'s ``before_send`` is a plain
+    function, run in a worker thread.
     """
 
     def __init__(self, base_url: str, *, backend: str = "asyncio", **options: Any) -> None:
@@ -63,11 +80,16 @@ class SyncVerificationClient:
             cm, self._portal_cm = self._portal_cm, None
             cm.__exit__(None, None, None)
 
-    def _run(self, func: Callable[..., Coroutine[Any, Any, _T]], *args: Any, **kw: Any) -> _T:
+    def _open_portal(self) -> BlockingPortal:
         if self._portal_cm is None:
             raise RuntimeError("this SyncVerificationClient is closed")
-        result: _T = self._portal.call(functools.partial(func, *args, **kw))
+        return self._portal
+
+    def _run(self, func: Callable[..., Coroutine[Any, Any, _T]], *args: Any, **kw: Any) -> _T:
+        result: _T = self._open_portal().call(functools.partial(func, *args, **kw))
         return result
+
+    # -- the six operations --------------------------------------------------
 
     def send_confirmation_sms(
         self, phone_number: str, question: str, *, binding: Binding | str | None = None
@@ -104,7 +126,110 @@ class SyncVerificationClient:
             binding=binding,
         )
 
+    @overload
+    def call(
+        self, operation: Operation[R], *, binding: Binding | str | None = None, **params: Any
+    ) -> R: ...
+    @overload
     def call(
         self, operation: str, *, binding: Binding | str | None = None, **params: Any
+    ) -> object: ...
+    def call(
+        self,
+        operation: str | Operation[Any],
+        *,
+        binding: Binding | str | None = None,
+        **params: Any,
     ) -> object:
-        return self._run(self._client.call, operation, binding=binding, **params)
+        return self.call_with(operation, params, binding=binding)
+
+    @overload
+    def call_with(
+        self,
+        operation: Operation[R],
+        params: Mapping[str, object],
+        *,
+        binding: Binding | str | None = None,
+        retry: RetryPolicy | None = None,
+        before_send: Callable[[], object] | None = None,
+    ) -> R: ...
+    @overload
+    def call_with(
+        self,
+        operation: str,
+        params: Mapping[str, object],
+        *,
+        binding: Binding | str | None = None,
+        retry: RetryPolicy | None = None,
+        before_send: Callable[[], object] | None = None,
+    ) -> object: ...
+    def call_with(
+        self,
+        operation: str | Operation[Any],
+        params: Mapping[str, object],
+        *,
+        binding: Binding | str | None = None,
+        retry: RetryPolicy | None = None,
+        before_send: Callable[[], object] | None = None,
+    ) -> object:
+        hook = None
+        if before_send is not None:
+            blocking_hook = before_send
+
+            async def hook() -> None:
+                # The caller's own blocking code: off the loop, which other calls share.
+                await anyio.to_thread.run_sync(blocking_hook)
+
+        return self._run(
+            self._client.call_with,
+            operation,
+            params,
+            binding=binding,
+            retry=retry,
+            before_send=hook,
+        )
+
+    # -- polling -------------------------------------------------------------
+
+    def wait_until_verified(
+        self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
+    ) -> VerificationOutcome:
+        return self._run(self._client.wait_until_verified, request_id, policy=policy)
+
+    def wait_for_location(
+        self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
+    ) -> LocationOutcome:
+        return self._run(self._client.wait_for_location, request_id, policy=policy)
+
+    def poll_verifications(
+        self, request_ids: Iterable[int] = (), **options: Unpack[PollOptions]
+    ) -> Iterator[VerificationOutcome]:
+        """Outcomes as they settle, like the async ``poll_verifications``
+        (without ``keep_open``: the ids are all given up front)."""
+        return self._iterate(self._client.poll_verifications(request_ids, **options))
+
+    def poll_locations(
+        self, request_ids: Iterable[int] = (), **options: Unpack[PollOptions]
+    ) -> Iterator[LocationOutcome]:
+        return self._iterate(self._client.poll_locations(request_ids, **options))
+
+    def poll_verifications_and_locations(
+        self, request_ids: Iterable[int] = (), **options: Unpack[PollOptions]
+    ) -> Iterator[Outcome]:
+        return self._iterate(self._client.poll_verifications_and_locations(request_ids, **options))
+
+    def _iterate(self, run: AbstractAsyncContextManager[PollStream[_O]]) -> Iterator[_O]:
+        portal = self._open_portal()
+        # The run's task group lives on the loop thread; leaving the loop (or
+        # the iterator being closed) ends it there, like leaving ``async with``.
+        context = portal.wrap_async_context_manager(run)
+        outcomes = context.__enter__().__aiter__()
+        try:
+            while True:
+                try:
+                    outcome = portal.call(outcomes.__anext__)
+                except StopAsyncIteration:
+                    return
+                yield outcome
+        finally:
+            context.__exit__(None, None, None)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, Generic
 
 import attrs
+
+from ._compat import TypeVar
 
 LONG_MIN: Final = -(2**63)
 LONG_MAX: Final = 2**63 - 1
@@ -40,16 +42,20 @@ def utf16_length(text: str) -> int:
     return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
+# A bare ``XsdType`` means ``XsdType[Any]``: code generic over every type needs no parameter.
+_T = TypeVar("_T", default=Any)
+
+
 class LexicalError(ValueError):
     """A wire value is not in the lexical space of its type (message says why)."""
 
 
 @attrs.frozen
-class XsdType:
+class XsdType(Generic[_T]):
     """One simple type: its name and the two conversions."""
 
     name: str
-    parse: Callable[[str], object]
+    parse: Callable[[str], _T]
     format: Callable[[object], str]
 
     def __repr__(self) -> str:

@@ -87,7 +87,7 @@ def test_answer_yes_share_a_place_then_no_then_revoke(
     assert declined.status is vc.PollStatus.TIMED_OUT
     assert declined.result is not None
     assert declined.result.verified is False
-    final = vc.PollPolicy(initial_delay=0.05, jitter=0.0, timeout=5, false_is_final=True)
+    final = vc.PollPolicy(initial_delay=0.05, jitter=0.0, timeout=5, false_means="final")
     strict = portal.call(functools.partial(client.wait_until_verified, declined_id, policy=final))
     assert strict.status is vc.PollStatus.DECLINED
 

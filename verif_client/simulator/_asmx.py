@@ -10,7 +10,7 @@ operation table; nothing here knows a particular operation.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Final
 from urllib.parse import parse_qsl
 
@@ -19,15 +19,15 @@ from lxml import etree
 
 from .. import _xml, _xsd
 from .._operations import OPERATIONS, Operation, Param
+from .._service import FORM_CONTENT_TYPE, REQUEST_VALIDATION, soap_action
 from . import _responses as r
 from ._state import ServiceState
 from ._wire import SOAP_ENVELOPES, bare_response, soap_fault, soap_response
 from ._wsdl import SERVICE_NAME, wsdl_document
 
-FORM: Final = "application/x-www-form-urlencoded"
-_DANGEROUS: Final = re.compile(r"<[A-Za-z!/?]|&#")
 _INT64: Final = re.compile(r"[ \t\r\n]*[+-]?[0-9]+[ \t\r\n]*")
 _ACTION_PARAM: Final = re.compile(r';\s*action\s*=\s*"?([^";]*)"?', re.IGNORECASE)
+THROWN_MESSAGE: Final = "The simulated operation failed."
 _CLR_NAMES: Final = {"long": "System.Int64", "int": "System.Int32", "string": "System.String"}
 
 
@@ -71,8 +71,9 @@ def _strip_quotes(value: str) -> str:
 
 
 class _SoapError(Exception):
-    def __init__(self, code: str, reason: str) -> None:
+    def __init__(self, binding: str, code: str, reason: str) -> None:
         super().__init__(reason)
+        self.binding = binding
         self.code = code
         self.reason = reason
 
@@ -86,15 +87,17 @@ class AsmxEndpoint:
         endpoint_path: str,
         credentials: tuple[str, str] | None,
         credential_failure: str = "message",
+        throws: Collection[str] = (),
     ) -> None:
         self.state = state
         self.credential_failure = credential_failure
         self.namespace = namespace
         self.endpoint_path = endpoint_path.rstrip("/")
         self.credentials = credentials
-        separator = "" if namespace.endswith("/") else "/"
-        self._by_action = {f"{namespace}{separator}{op.name}": op for op in OPERATIONS}
+        self._by_action = {soap_action(namespace, op.name): op for op in OPERATIONS}
+        self._by_name = {op.name: op for op in OPERATIONS}
         self._by_lower_name = {op.name.lower(): op for op in OPERATIONS}
+        self.throws = frozenset(throws)
 
     # -- routing --------------------------------------------------------------
 
@@ -116,11 +119,31 @@ class AsmxEndpoint:
                 return self._soap_call(request)
         elif path.startswith(endpoint + "/"):
             name = request.path[len(self.endpoint_path) + 1 :]
-            op = self._by_lower_name.get(name.lower())
+            binding = "http-get" if request.method == "GET" else "http-post"
+            op = self._by_name.get(name)
             if op is not None and request.method in ("GET", "POST"):
                 return self._form_call(request, op)
+            # The path is matched in any case (IIS), the method name exactly (ASMX).
+            problem = None
+            if "/" in name.rstrip("/"):
+                problem = "Web Service method name is not valid."
+            elif name.lower() in self._by_lower_name:
+                proper = self._by_lower_name[name.lower()].name
+                problem = (
+                    f"Web Service method name is not valid: {name}. Note that method names are "
+                    f"case sensitive; did you mean {proper}?"
+                )
+            if problem is not None and request.method in ("GET", "POST"):
+                return Call(
+                    binding,
+                    error=r.asmx_error(
+                        f"System.InvalidOperationException: {problem}",
+                        "System.Web.Services.Protocols.HttpServerProtocol.Initialize()",
+                        *r.GET_HANDLER,
+                    ),
+                )
             return Call(
-                binding="http-get" if request.method == "GET" else "http-post",
+                binding=binding,
                 error=r.asmx_error(
                     "System.InvalidOperationException: Request format is unrecognized for URL "
                     f"unexpectedly ending in '/{name}'.",
@@ -144,7 +167,7 @@ class AsmxEndpoint:
         content_type = request.headers.get("content-type")
         source: str
         if binding == "http-post":
-            if op.params and _media_type(content_type) != FORM:
+            if op.params and _media_type(content_type) != FORM_CONTENT_TYPE:
                 return Call(
                     binding,
                     op,
@@ -155,7 +178,7 @@ class AsmxEndpoint:
                         *r.READ_PARAMETERS,
                     ),
                 )
-            raw = request.body if _media_type(content_type) == FORM else b""
+            raw = request.body if _media_type(content_type) == FORM_CONTENT_TYPE else b""
             source = "Request.Form"
         else:
             raw = request.query
@@ -191,7 +214,7 @@ class AsmxEndpoint:
     ) -> r.Response | None:
         reader = r.PARAMETER_READERS[binding]
         if text is not None:
-            match = _DANGEROUS.search(text)
+            match = REQUEST_VALIDATION.search(text)
             if match:
                 return r.asmx_error(
                     "System.Web.HttpRequestValidationException (0x80004005): A potentially "
@@ -234,9 +257,9 @@ class AsmxEndpoint:
         media = _media_type(content_type)
         soap_action = request.headers.get("soapaction")
         if media == "text/xml":
-            binding = "soap11"
+            declared = "soap11"
         elif media == "application/soap+xml":
-            binding = "soap12"
+            declared = "soap12"
         else:
             return Call(
                 "unknown",
@@ -248,45 +271,61 @@ class AsmxEndpoint:
                     *r.READ_PARAMETERS,
                 ),
             )
-        call = Call(binding, soap_action=soap_action, content_type=content_type)
+        call = Call(declared, soap_action=soap_action, content_type=content_type)
         try:
             return self._read_envelope(request, call)
         except _SoapError as exc:
-            return attrs.evolve(call, error=self._fault(binding, exc.code, exc.reason))
+            return attrs.evolve(call, error=self._fault(exc.binding, exc.code, exc.reason))
 
     def _fault(self, binding: str, code: str, reason: str) -> r.Response:
         content_type = r.XML_UTF8 if binding == "soap11" else r.SOAP12_UTF8
         return r.Response(500, content_type, soap_fault(binding, code, reason))
 
-    def _action_operation(self, action: str) -> Operation:
+    def _action_operation(self, action: str, binding: str) -> Operation:
         op = self._by_action.get(action)
         if op is None:
             raise _SoapError(
-                "Client", f"Server did not recognize the value of HTTP Header SOAPAction: {action}."
+                binding,
+                "Client",
+                f"Server did not recognize the value of HTTP Header SOAPAction: {action}.",
             )
         return op
 
     def _read_envelope(self, request: Request, call: Call) -> Call:
-        binding = call.binding
         op: Operation | None = None
-        if binding == "soap11":
-            # ASMX routes SOAP 1.1 on the header before it reads a byte of the body.
-            op = self._action_operation(_strip_quotes(call.soap_action or ""))
+        if call.binding == "soap11":
+            # ASMX routes SOAP 1.1 on the header before it reads a byte of the
+            # body; without one (or an empty one) it routes on the body element.
+            action = _strip_quotes(call.soap_action or "")
+            if action:
+                op = self._action_operation(action, call.binding)
         else:
-            action = _ACTION_PARAM.search(call.content_type or "")
-            if action and action.group(1):
-                op = self._action_operation(action.group(1))
+            # SOAP 1.2: an action= it knows routes the call; any other is ignored.
+            action_param = _ACTION_PARAM.search(call.content_type or "")
+            op = self._by_action.get(action_param.group(1)) if action_param else None
         try:
             root = _xml.parse(request.body)
         except _xml.XmlRejected:
-            return attrs.evolve(call, operation=op, error=r.Response(400, None, b""))
-        expected_env = SOAP_ENVELOPES[binding]
-        if etree.QName(root).namespace != expected_env or _xml.local_name(root.tag) != "Envelope":
+            if call.binding == "soap11":
+                return attrs.evolve(call, operation=op, error=r.Response(400, None, b""))
             raise _SoapError(
+                "soap12",
+                "Server",
+                "Server was unable to process request. ---> Data at the root level is invalid. "
+                "Line 1, position 1.",
+            ) from None
+        # The envelope's namespace, not the Content-Type, says which SOAP it is.
+        namespace = etree.QName(root).namespace
+        binding = next((b for b, env in SOAP_ENVELOPES.items() if env == namespace), None)
+        if binding is None or _xml.local_name(root.tag) != "Envelope":
+            expected_env = SOAP_ENVELOPES[call.binding]
+            raise _SoapError(
+                call.binding,
                 "VersionMismatch",
                 f"Possible SOAP version mismatch: Envelope namespace "
-                f"{etree.QName(root).namespace} was unexpected. Expecting {expected_env}.",
+                f"{namespace} was unexpected. Expecting {expected_env}.",
             )
+        call = attrs.evolve(call, binding=binding)
         header = _xml.child(root, "Header")
         auth = None
         if header is not None:
@@ -311,6 +350,7 @@ class AsmxEndpoint:
                     op = None
             if op is None:
                 raise _SoapError(
+                    binding,
                     "Client",
                     "Unable to handle request without a valid action parameter. "
                     "Please supply a valid soap action.",
@@ -324,7 +364,9 @@ class AsmxEndpoint:
                 if element is not None
                 else "The Body element"
             )
-            raise _SoapError("Client", self._unreadable(element, f"{found} was not expected."))
+            raise _SoapError(
+                binding, "Client", self._unreadable(element, f"{found} was not expected.")
+            )
         received: dict[str, str] = {}
         nodes: dict[str, etree._Element] = {}
         for node in element:
@@ -336,17 +378,31 @@ class AsmxEndpoint:
         values: dict[str, object] = {}
         for param in op.params:
             given = nodes.get(param.name)
-            if given is None or _xml.is_nil(given):
+            if given is None:
                 values[param.attr] = None if param.type is _xsd.STRING else 0
                 continue
+            if _xml.is_nil(given):
+                if param.type is _xsd.STRING:
+                    values[param.attr] = None
+                    continue
+                # A long is not nullable: XmlSerializer refuses the nil.
+                clr = _CLR_NAMES.get(param.type.name, param.type.name)
+                raise _SoapError(
+                    binding,
+                    "Client",
+                    self._unreadable(given, f"Cannot assign null to a non-nullable {clr}."),
+                )
             try:
                 values[param.attr] = _convert(param.type, received[param.name])
             except _xsd.LexicalError:
                 raise _SoapError(
+                    binding,
                     "Client",
                     self._unreadable(given, "Input string was not in a correct format."),
                 ) from None
         call = attrs.evolve(call, params=received, values=values)
+        if header is not None:
+            self._check_must_understand(header, binding)
         if self.credentials is not None and (username, password) != self.credentials:
             failure = (
                 r.unauthorized()
@@ -355,6 +411,21 @@ class AsmxEndpoint:
             )
             return attrs.evolve(call, error=failure)
         return call
+
+    def _check_must_understand(self, header: etree._Element, binding: str) -> None:
+        """A header the service does not declare, marked mustUnderstand, is a fault."""
+        env = SOAP_ENVELOPES[binding]
+        for node in header:
+            if not isinstance(node.tag, str):
+                continue
+            if node.tag == f"{{{self.namespace}}}AuthenticationHeader":
+                continue
+            if node.get(f"{{{env}}}mustUnderstand") in ("1", "true"):
+                raise _SoapError(
+                    binding,
+                    "MustUnderstand",
+                    f"SOAP header {_xml.local_name(node.tag)} was not understood.",
+                )
 
     @staticmethod
     def _text(parent: etree._Element, name: str) -> str | None:
@@ -375,6 +446,8 @@ class AsmxEndpoint:
         assert call.operation is not None
         assert call.error is None
         op = call.operation
+        if op.name in self.throws:
+            return self._thrown(op, call.binding)
         handler = getattr(self.state, op.method)
         value = handler(**call.values)
         if call.binding in SOAP_ENVELOPES:
@@ -383,6 +456,20 @@ class AsmxEndpoint:
                 200, content_type, soap_response(op, value, self.namespace, call.binding)
             )
         return r.Response(200, r.XML_UTF8, bare_response(op, value, self.namespace))
+
+    def _thrown(self, op: Operation, binding: str) -> r.Response:
+        """What ASMX sends when the web method itself throws."""
+        if binding in SOAP_ENVELOPES:
+            reason = f"Server was unable to process request. ---> {THROWN_MESSAGE}"
+            return self._fault(binding, "Server", reason)
+        return r.asmx_error(
+            f"System.Exception: {THROWN_MESSAGE}",
+            f"{SERVICE_NAME}.{op.name}()",
+            "System.Web.Services.Protocols.LogicalMethodInfo.Invoke(Object target, "
+            "Object[] values)",
+            "System.Web.Services.Protocols.WebServiceHandler.Invoke()",
+            "System.Web.Services.Protocols.WebServiceHandler.CoreProcessRequest()",
+        )
 
 
 def _convert(xsd: _xsd.XsdType, text: str) -> object:

@@ -8,12 +8,14 @@ from typing import Final, Literal
 
 import attrs
 
-from .._codec import ENDPOINT_PATH
+from .._operations import OPERATIONS
 from .._results import Location
+from .._service import ENDPOINT_PATH
 
 Answer = Literal["verified", "declined", "never"]
 LocationAnswer = Literal["shared", "denied", "never"]
 CredentialFailure = Literal["message", "http-401"]
+VerifiedDialect = Literal["nil", "bool"]
 
 DEFAULT_LOCATION: Final = Location(
     latitude=30.2672,
@@ -79,6 +81,14 @@ def _fraction(_instance: object, attribute: attrs.Attribute[float], value: float
         raise ValueError(f"{attribute.name} must be between 0 and 1, got {value!r}")
 
 
+def _operation_names(
+    _instance: object, attribute: attrs.Attribute[frozenset[str]], value: frozenset[str]
+) -> None:
+    unknown = sorted(value - {op.name for op in OPERATIONS})
+    if unknown:
+        raise ValueError(f"{attribute.name}: {unknown[0]!r} is not an operation of the service")
+
+
 def _non_negative(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if value < 0:
         raise ValueError(f"{attribute.name} must not be negative, got {value!r}")
@@ -110,6 +120,17 @@ class SimulatorConfig:
     consent_text: str = DEFAULT_CONSENT_TEXT
     bad_checks: Mapping[int, str] = attrs.field(default=DEFAULT_BAD_CHECKS, converter=dict)
     """The bad-check items that exist (id -> CheckRejectReason); any other id does not."""
+    verified_dialect: VerifiedDialect = attrs.field(
+        default="nil", validator=attrs.validators.in_(("nil", "bool"))
+    )
+    """How HasBeenVerified says "nobody answered yet": "nil" (``Verified`` nil; false is
+    a "no"; an unknown id is nil + ErrorMessage) or "bool", a plain .NET ``bool`` member
+    (false while pending; an unknown id is false + ErrorMessage)."""
+    throws: frozenset[str] = attrs.field(
+        default=frozenset(), converter=frozenset, validator=_operation_names
+    )
+    """Operations (by wire name) whose web method throws: a soap:Server/Receiver fault on
+    SOAP, a text/plain 500 with the exception's first line on HTTP GET/POST."""
     credential_failure: CredentialFailure = "message"
     """How wrong SOAP credentials are answered: "message" (HTTP 200 ``Error Message:
     Invalid API Credentials``) or "http-401" (the IIS 401 page)."""

@@ -44,6 +44,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop", type=float, default=0.0, help="fraction of connections dropped")
     parser.add_argument("--malformed", type=float, default=0.0, help="fraction of broken answers")
     parser.add_argument("--seed", type=int, default=None, help="seed of the random faults")
+    parser.add_argument(
+        "--verified-dialect",
+        choices=["nil", "bool"],
+        default="nil",
+        help="HasBeenVerified while nobody answered: nil (default) or false (a plain bool)",
+    )
+    parser.add_argument(
+        "--throws",
+        action="append",
+        default=[],
+        metavar="OPERATION",
+        help="make this operation's web method throw (repeatable)",
+    )
 
 
 def simulator_from_args(args: argparse.Namespace) -> Simulator:
@@ -56,6 +69,8 @@ def simulator_from_args(args: argparse.Namespace) -> Simulator:
         drop=args.drop,
         malformed=args.malformed,
         seed=args.seed,
+        verified_dialect=args.verified_dialect,
+        throws=args.throws,
     )
     credentials = None
     if args.username is not None or args.password is not None:

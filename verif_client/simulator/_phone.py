@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qs
 
 from .._results import Location
+from .._service import FORM_CONTENT_TYPE, PHONE_NUMBER
 from . import _phone_pages as pages
 from ._asmx import Request
 from ._config import DEFAULT_LOCATION
@@ -77,9 +78,7 @@ _NOTICES: Final = {
     "not-revoked": "There was no consent to revoke.",
 }
 
-_NUMBER: Final = re.compile(r"[0-9]{7,15}")
 _ID: Final = re.compile(r"[0-9]{1,19}")
-_FORM: Final = "application/x-www-form-urlencoded"
 _HEADERS: Final = (
     (
         "Content-Security-Policy",
@@ -144,7 +143,7 @@ class PhonePages:
                 return self._consent_page(_number(number), query.get("done"))
             case [number, "consent"], "POST":
                 return self._consent(_number(number), _form(request))
-            case [number], "GET" | "HEAD" if _NUMBER.fullmatch(number):
+            case [number], "GET" | "HEAD" if PHONE_NUMBER.fullmatch(number):
                 return _redirect(f"{PREFIX}{number}/")
         if method not in ("GET", "HEAD", "POST"):
             return _html(405, pages.error_page(405, "Method not allowed."))
@@ -313,7 +312,7 @@ def _coordinate(text: str, name: str, bound: float) -> float:
 
 
 def _number(text: str) -> str:
-    if not _NUMBER.fullmatch(text):
+    if not PHONE_NUMBER.fullmatch(text):
         raise _NotFound("Not a phone number (7 to 15 digits).")
     return text
 
@@ -325,7 +324,7 @@ def _fields(raw: bytes) -> dict[str, str]:
 
 def _form(request: Request) -> dict[str, str]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != _FORM:
+    if content_type != FORM_CONTENT_TYPE:
         raise _BadRequest("Expected a form.")
     return _fields(request.body)
 

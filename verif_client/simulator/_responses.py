@@ -12,9 +12,10 @@ from typing import Final
 import attrs
 
 from .. import _xml
+from .._service import SOAP11_CONTENT_TYPE, SOAP12_CONTENT_TYPE
 
-XML_UTF8: Final = "text/xml; charset=utf-8"
-SOAP12_UTF8: Final = "application/soap+xml; charset=utf-8"
+XML_UTF8: Final = SOAP11_CONTENT_TYPE
+SOAP12_UTF8: Final = SOAP12_CONTENT_TYPE
 TEXT_UTF8: Final = "text/plain; charset=utf-8"
 HTML_UTF8: Final = "text/html; charset=utf-8"
 

@@ -24,7 +24,7 @@ import h11
 import httpx
 from anyio.from_thread import start_blocking_portal
 
-from .._codec import ENDPOINT_PATH
+from .._service import ENDPOINT_PATH
 
 ASGIApp = Callable[
     [

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import attrs
 
-from .._codec import DEFAULT_NAMESPACE
 from .._results import Location
+from .._service import DEFAULT_NAMESPACE
 from . import _phone
 from . import _responses as r
 from ._asmx import AsmxEndpoint, Call, Request
@@ -80,6 +80,7 @@ class Simulator:
             endpoint_path=self.config.endpoint_path,
             credentials=credentials,
             credential_failure=self.config.credential_failure,
+            throws=self.config.throws,
         )
         self._phone = _phone.PhonePages(self)
 

@@ -13,7 +13,6 @@ configured bad-check ids exist.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from typing import Final, Literal
@@ -22,12 +21,12 @@ import attrs
 
 from .. import _xsd
 from .._results import (
-    LOCATION_NOT_AVAILABLE,
     Location,
     LocationResult,
     RequestResult,
     VerificationResult,
 )
+from .._service import LOCATION_NOT_AVAILABLE, MAX_QUESTION_UNITS, PHONE_NUMBER
 from ._config import Script, SimulatorConfig
 
 VerificationState = Literal["pending", "verified", "declined"]
@@ -37,10 +36,6 @@ UNKNOWN_REQUEST: Final = "Invalid SecureLink RequestID"
 INVALID_PHONE: Final = "Invalid PhoneNumber: it must be 7 to 15 digits."
 MISSING_QUESTION: Final = "ConfirmationQuestion is required."
 LONG_QUESTION: Final = "ConfirmationQuestion must be 200 characters or fewer."
-
-# [0-9], not \d: a phone number in other scripts' digits is not one an SMS gateway takes.
-_PHONE: Final = re.compile(r"[0-9]{7,15}")
-_MAX_QUESTION_UNITS: Final = 200
 
 
 @attrs.define(slots=True)
@@ -79,11 +74,11 @@ class ServiceState:
     def send_confirmation_sms(
         self, phone_number: str | None, question: str | None
     ) -> RequestResult:
-        if phone_number is None or not _PHONE.fullmatch(phone_number):
+        if phone_number is None or not PHONE_NUMBER.fullmatch(phone_number):
             return RequestResult(0, INVALID_PHONE)
         if not question or not question.strip():
             return RequestResult(0, MISSING_QUESTION)
-        if _xsd.utf16_length(question) > _MAX_QUESTION_UNITS:
+        if _xsd.utf16_length(question) > MAX_QUESTION_UNITS:
             return RequestResult(0, LONG_QUESTION)
         with self.lock:
             request_id = self._next_id
@@ -96,9 +91,11 @@ class ServiceState:
 
     def has_been_verified(self, request_id: int) -> VerificationResult:
         with self.lock:
+            # A plain .NET bool cannot be nil: it says false where a bool? says nil.
+            not_yet = False if self._config.verified_dialect == "bool" else None
             request = self.requests.get(request_id)
             if request is None:
-                return VerificationResult(None, UNKNOWN_REQUEST)
+                return VerificationResult(not_yet, UNKNOWN_REQUEST)
             request.verification_polls += 1
             script = request.script
             if (
@@ -112,7 +109,7 @@ class ServiceState:
                 )
             ):
                 request.verification = script.answer
-            verified = {"pending": None, "verified": True, "declined": False}
+            verified = {"pending": not_yet, "verified": True, "declined": False}
             return VerificationResult(verified[request.verification])
 
     def get_mobile_location(self, request_id: int) -> LocationResult:
@@ -158,7 +155,7 @@ class ServiceState:
     # -- helpers ------------------------------------------------------------
 
     def has_consent(self, number: str) -> bool:
-        if not _PHONE.fullmatch(number):
+        if not PHONE_NUMBER.fullmatch(number):
             return False
         return self.consent.get(number, self._config.consent_by_default)
 

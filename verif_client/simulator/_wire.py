@@ -4,7 +4,8 @@ SOAP envelopes come out on one line (ASMX's SOAP writer does not indent); the
 bare HTTP GET/POST documents are indented with two spaces and CRLF, as
 XmlSerializer does on Windows. Value types that may be null (``bool?``,
 ``double?``, ``int?``) are written ``xsi:nil="true"``; null strings and null
-records are left out. This module deliberately does not reuse the client's
+records are left out. A CR in a string is written raw, as .NET's XmlWriter
+writes it: a client's parser reads it as LF. This module deliberately does not reuse the client's
 formatting code, so that a bug on one side shows up against the other.
 """
 
@@ -98,7 +99,7 @@ class _Writer:
                 return False
             self.parts.append(f'{self._pad(depth)}<{name} xsi:nil="true" />')
             return True
-        text = _xml.escape(format_simple(field.type, value))
+        text = _xml.escape(format_simple(field.type, value), cr_as_reference=False)
         self.parts.append(
             f"{self._pad(depth)}<{name}>{text}</{name}>"
             if text
@@ -141,13 +142,14 @@ def bare_response(op: Operation, value: object, namespace: str) -> bytes:
     elif value is None:
         document = f'<{root} xsi:nil="true" xmlns:xsi="{XSI_NS}" xmlns="{ns}" />'
     else:
-        document = f'<{root} xmlns="{ns}">{_xml.escape(format_simple(shape, value))}</{root}>'
+        text = _xml.escape(format_simple(shape, value), cr_as_reference=False)
+        document = f'<{root} xmlns="{ns}">{text}</{root}>'
     return f"{DECLARATION}{_CRLF}{document}".encode()
 
 
 def soap_fault(binding: str, code: str, reason: str) -> bytes:
     """A fault as ASMX writes it; ``code`` is the SOAP 1.1 name (Client/Server/...)."""
-    text = _xml.escape(reason)
+    text = _xml.escape(reason, cr_as_reference=False)
     if binding == "soap11":
         fault = (
             f"<soap:Fault><faultcode>soap:{code}</faultcode>"

@@ -17,6 +17,7 @@ from lxml import etree
 
 from .. import _xsd
 from .._operations import OPERATIONS, Field, Record
+from .._service import FORM_CONTENT_TYPE, soap_action
 from ._wire import DECLARATION, is_nullable_value
 
 SERVICE_NAME: Final = "InquiriesWS"
@@ -184,14 +185,13 @@ def _soap_binding(root: etree._Element, prefix: str, suffix: str, namespace: str
         root, "wsdl", "binding", name=f"{SERVICE_NAME}{suffix}", type=f"tns:{SERVICE_NAME}Soap"
     )
     _sub(binding, prefix, "binding", transport=_HTTP_TRANSPORT)
-    separator = "" if namespace.endswith("/") else "/"
     for op in OPERATIONS:
         node = _sub(binding, "wsdl", "operation", name=op.name)
         _sub(
             node,
             prefix,
             "operation",
-            soapAction=f"{namespace}{separator}{op.name}",
+            soapAction=soap_action(namespace, op.name),
             style="document",
         )
         request = _sub(node, "wsdl", "input")
@@ -219,7 +219,7 @@ def _http_binding(root: etree._Element, suffix: str, verb: str) -> None:
         if verb == "GET":
             _sub(request, "http", "urlEncoded")
         else:
-            _sub(request, "mime", "content", type="application/x-www-form-urlencoded")
+            _sub(request, "mime", "content", type=FORM_CONTENT_TYPE)
         _sub(_sub(node, "wsdl", "output"), "mime", "mimeXml", part="Body")
 
 

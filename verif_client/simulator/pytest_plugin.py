@@ -3,13 +3,20 @@
 ``verif_simulator``: a fresh :class:`Simulator` per test (default config; any
 credentials accepted). ``verif_simulator_transport``: an ``httpx.ASGITransport``
 over it, to hand to ``httpx.AsyncClient`` or ``VerificationClient(transport=...)``.
-``verif_client``: a ready :class:`~verif_client.VerificationClient` (SOAP 1.1)
-talking to that simulator; use it from ``@pytest.mark.anyio`` tests.
+``verif_simulator_client``: a :class:`~verif_client.VerificationClient` (SOAP
+1.1) talking to that simulator in process.
+
+The fixtures are plain (not async) fixtures, so they serve async tests run by
+any plugin: anyio's (``@pytest.mark.anyio``), pytest-asyncio's
+(``@pytest.mark.asyncio``) or trio's. The client opens its connection pool on
+first use, inside the test's own event loop, and in process it holds nothing
+that needs closing. ``verif_client`` is the fixture's old name, deprecated: it
+shadows the package.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import warnings
 
 import httpx
 import pytest
@@ -32,13 +39,21 @@ def verif_simulator_transport(verif_simulator: Simulator) -> httpx.ASGITransport
 
 
 @pytest.fixture
-async def verif_client(
-    verif_simulator_transport: httpx.ASGITransport,
-) -> AsyncIterator[VerificationClient]:
-    async with VerificationClient(
+def verif_simulator_client(verif_simulator_transport: httpx.ASGITransport) -> VerificationClient:
+    return VerificationClient(
         "http://simulator",
         username=FIXTURE_USERNAME,
         password=FIXTURE_PASSWORD,
         transport=verif_simulator_transport,
-    ) as client:
-        yield client
+    )
+
+
+@pytest.fixture
+def verif_client(verif_simulator_client: VerificationClient) -> VerificationClient:
+    warnings.warn(
+        "the verif_client fixture is deprecated (its name shadows the package): "
+        "use verif_simulator_client",
+        DeprecationWarning,
+        stacklevel=1,
+    )
+    return verif_simulator_client
