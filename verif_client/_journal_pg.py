@@ -362,7 +362,15 @@ class PostgresJournal:
 
     @_reported
     def mark_sending(self, line: int) -> bool:
-        return self._mine(line, "queued", "state = 'sending'")
+        # A fresh lease: a 'sending' row whose lease has run out is taken for a
+        # dead worker's and made 'unknown', and a worker that stalled past its
+        # lease (with no one taking the row meanwhile) still owns and sends it.
+        return self._mine(
+            line,
+            "queued",
+            "state = 'sending', lease_expires = now() + %(lease)s",
+            lease=self._lease,
+        )
 
     @_reported
     def mark_sent(self, line: int, request_id: int) -> bool:
