@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 import sniffio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import verif_client as vc
+from verif_client.simulator import Simulator, serve
 
 # One valid call of every operation, by wire name.
 ARGS: dict[str, dict[str, object]] = {
@@ -29,6 +33,7 @@ ARGS: dict[str, dict[str, object]] = {
 USER, PASSWORD = "acme-rel", "Rel-Pa55-6f1d0c-never-show"
 FAST_RETRY = vc.RetryPolicy(attempts=8, initial_backoff=0.001, max_backoff=0.004, deadline=10)
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+SEND = "SecureLink_Confirmation_SendRequestViaSms"
 
 
 async def drain(receive: Any) -> None:
@@ -94,6 +99,85 @@ async def wait_for(condition: Callable[[], bool], what: str, limit: float = 30.0
         while not condition():  # noqa: ASYNC110 (another thread or process owns it)
             await anyio.sleep(0.005)
     assert condition(), what
+
+
+class HoldingService:
+    """A simulator on loopback that can hold back its answers to SMS requests.
+
+    The SMS itself is sent, and logged, as soon as its request arrives; only
+    the answer waits. So while answers are held, every row a bulk worker has
+    marked ``sending`` stays so, and the test can kill the worker with SMS
+    requests in flight and look at its rows at leisure, instead of hoping a
+    kill lands at the right moment. Also records when each request arrived.
+    """
+
+    def __init__(self, app: Simulator, portal: BlockingPortal) -> None:
+        self.app = app
+        self.portal = portal
+        self.base_url = ""
+        self.arrivals: list[float] = []
+        self._released: anyio.Event | None = None
+        self._hold_after = 0
+        self._sms_requests = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.arrivals.append(time.monotonic())
+        if not any(
+            name == b"soapaction" and SEND.encode() in value for name, value in scope["headers"]
+        ):
+            await self.app(scope, receive, send)
+            return
+        self._sms_requests += 1
+        released = self._released
+        if released is None or self._sms_requests <= self._hold_after:
+            await self.app(scope, receive, send)
+            return
+
+        async def held(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                await released.wait()
+            await send(message)
+
+        await self.app(scope, receive, held)
+
+    def hold_sms_answers(self, after: int = 0) -> None:
+        """Hold the answers to SMS requests from the one after the ``after``-th
+        request of the service's life (or from now on, if that one is past)."""
+
+        def hold() -> None:
+            self._released = anyio.Event()
+            self._hold_after = after
+
+        self.portal.call(hold)
+
+    def release_sms_answers(self) -> None:
+        def release() -> None:
+            if self._released is not None:
+                self._released.set()
+                self._released = None
+
+        self.portal.call(release)
+
+    def texted(self) -> set[str]:
+        """The phone numbers an SMS went to."""
+        return {str(request.params.get("PhoneNumber")) for request in self.app.calls(SEND)}
+
+
+@contextmanager
+def serve_holding(simulator: Simulator) -> Iterator[HoldingService]:
+    """Serve ``simulator`` on loopback from a thread, as a :class:`HoldingService`."""
+    with start_blocking_portal() as portal:
+        service = HoldingService(simulator, portal)
+        with portal.wrap_async_context_manager(serve(service)) as server:
+            service.base_url = server.base_url
+            try:
+                yield service
+            finally:
+                # Held answers would keep the server's connections from closing.
+                service.release_sms_answers()
 
 
 def run_cli(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verif_client._bulk import read_input
+from verif_client._bulk import BulkInputError, read_input
 from verif_client._codec import Binding
 from verif_client._journal import InputRow
 
@@ -50,14 +50,25 @@ def test_each_bad_row_is_reported_with_its_line_and_reason() -> None:
     assert all(row.problem for row in malformed)
 
 
-def test_missing_phone_column_makes_every_row_invalid_but_not_the_job() -> None:
-    read = rows("number,id\n5551234567,a\n5551234568,b\n")
-    assert [row.problem for row in read.values()] == ["missing column phone_number"] * 2
+def test_a_header_without_phone_number_is_refused_as_a_whole() -> None:
+    with pytest.raises(BulkInputError, match="line 1: the header has no phone_number column"):
+        rows("number,id\n5551234567,a\n5551234568,b\n")
 
 
-def test_no_question_anywhere_is_a_row_problem() -> None:
-    read = rows("phone_number\n5551234567\n", question=None)
+def test_a_semicolon_separated_file_is_refused_with_a_hint() -> None:
+    with pytest.raises(BulkInputError, match="must be comma-separated"):
+        rows("phone_number;id\n5551234567;a\n")
+
+
+def test_no_question_anywhere_is_refused_as_a_whole() -> None:
+    with pytest.raises(BulkInputError, match="no question"):
+        rows("phone_number\n5551234567\n", question=None)
+
+
+def test_a_question_column_with_a_blank_cell_is_a_row_problem() -> None:
+    read = rows("phone_number,question\n5551234567,\n5551234568,Pay?\n", question=None)
     assert "no question" in (read[2].problem or "")
+    assert read[3].problem is None
 
 
 def test_emoji_count_two_utf16_units_toward_the_question_limit() -> None:
@@ -79,9 +90,33 @@ def test_utf8_bom_and_blank_lines_are_tolerated() -> None:
     assert [row.phone_number for row in read.values() if row.problem is None] == ["5551234567"]
 
 
-@pytest.mark.parametrize("text", ["", "phone_number\n"])
-def test_empty_inputs_yield_no_rows(text: str) -> None:
-    assert rows(text) == {}
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("", "empty"), ("phone_number\n", "no rows"), ("phone_number\n\n", "no rows")],
+)
+def test_empty_inputs_are_refused(text: str, problem: str) -> None:
+    with pytest.raises(BulkInputError, match=problem):
+        rows(text)
+
+
+def test_a_byte_that_is_not_utf8_is_refused_naming_line_and_byte() -> None:
+    data = "phone_number,question\n5551234567,Caf\u00e9?\n".encode("cp1252")
+    with pytest.raises(BulkInputError, match=r"line 2, byte 15 \(0xe9\) is not UTF-8.*--encoding"):
+        list(read_input(data, None))
+
+
+def test_a_forced_encoding_reads_the_file_and_undecodable_rows_become_invalid() -> None:
+    data = b"phone_number,question\n5551234567,Caf\xe9?\n5551234568,Bad \x81?\n"
+    read = {row.line: row for row in read_input(data, None, encoding="cp1252")}
+    assert read[2].problem is None
+    assert read[2].question == "Caf\u00e9?"
+    assert read[3].problem == "byte 0x81 does not decode as cp1252"
+    assert read[3].question == "Bad \ufffd?"
+
+
+def test_an_unknown_encoding_is_refused() -> None:
+    with pytest.raises(BulkInputError, match="no such encoding"):
+        list(read_input(b"phone_number\n5551234567\n", "Q?", encoding="klingon"))
 
 
 def test_digits_of_other_scripts_are_not_phone_digits() -> None:

@@ -29,7 +29,9 @@ async def test_two_workers_in_one_process_finish_every_row_once(
     simulator = Simulator(config=SimulatorConfig(script=Script(pending_polls=1)))
     data = ("phone_number\n" + "".join(f"555000{i:04d}\n" for i in range(60)) + "x\n").encode()
     options = BulkOptions(question="Pay?", concurrency=5, deadline=5, policy=FAST)
-    location = f"{postgres_db}?job=inproc&lease=1"
+    # Long enough that no stall of a loaded machine makes a live worker look
+    # dead (its rows in flight would turn "unknown"); no worker dies here.
+    location = f"{postgres_db}?job=inproc&lease=5"
     journals = [open_journal(location) for _ in range(2)]
     counts: list[dict[str, int]] = []
 

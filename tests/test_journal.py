@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from verif_client._journal import InputRow, JournalError, SQLiteJournal
+from verif_client import VerifClientError
+from verif_client._journal import InputRow, JournalBusyError, JournalError, SQLiteJournal
 
 
 def make(tmp_path: Path) -> SQLiteJournal:
@@ -32,7 +33,8 @@ def test_invalid_rows_are_final_from_the_start(tmp_path: Path) -> None:
 def test_a_send_in_flight_at_a_crash_becomes_unknown_and_is_not_requeued(tmp_path: Path) -> None:
     journal = make(tmp_path)
     journal.mark_sending(2)
-    journal.close()  # the process "dies" here: nothing else is written
+    journal._db.close()  # the process "dies" here: nothing else is written
+    journal._release()
     reopened = SQLiteJournal(str(tmp_path / "job.sqlite"))
     assert reopened.recover(resend_unknown=False) == 1
     assert reopened.row(2).state == "unknown"
@@ -59,7 +61,7 @@ def test_sent_rows_are_polled_not_resent(tmp_path: Path) -> None:
 def test_finish_refuses_a_non_final_state(tmp_path: Path) -> None:
     journal = make(tmp_path)
     with pytest.raises(ValueError, match="final"):
-        journal.finish(2, "sent", {})
+        journal.finish(2, "sent", {}, expected="sending")
 
 
 def test_a_journal_from_a_newer_library_is_refused(tmp_path: Path) -> None:
@@ -77,3 +79,44 @@ def test_a_file_that_is_not_a_journal_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(JournalError):
         SQLiteJournal(str(path))
+
+
+def test_every_state_change_is_compare_and_set(tmp_path: Path) -> None:
+    journal = make(tmp_path)
+    journal.mark_sending(2)
+    with pytest.raises(JournalError, match="line 2 is sending, expected queued"):
+        journal.mark_sending(2)
+    with pytest.raises(JournalError, match="line 3 is queued, expected sending"):
+        journal.mark_sent(3, 2**40)
+    with pytest.raises(JournalError, match="line 2 is sending, expected sent"):
+        journal.finish(2, "verified", {}, expected="sent")
+    journal.finish(2, "unknown", {"reason": "timeout"}, expected="sending")
+    # A finished row is never overwritten, whatever the caller believes.
+    with pytest.raises(JournalError, match="line 2 is unknown"):
+        journal.finish(2, "failed", {}, expected="sending")
+    assert journal.row(2).state == "unknown"
+    assert journal.row(2).result == {"reason": "timeout"}
+
+
+def test_journal_errors_are_the_librarys_errors() -> None:
+    assert issubclass(JournalError, VerifClientError)
+
+
+def test_a_second_owner_is_refused_with_the_first_ones_name(tmp_path: Path) -> None:
+    first = make(tmp_path)
+    with pytest.raises(JournalBusyError, match=r"in use by pid \d+ on .+ since 20\d\d-") as caught:
+        SQLiteJournal(str(tmp_path / "job.sqlite"))
+    assert str(tmp_path / "job.sqlite") in str(caught.value)
+    # A reader beside the owner is fine (bulk status).
+    reader = SQLiteJournal(str(tmp_path / "job.sqlite"), create=False, own=False)
+    assert reader.counts()["queued"] == 2
+    reader.close()
+    first.close()
+    SQLiteJournal(str(tmp_path / "job.sqlite")).close()
+
+
+def test_a_storage_failure_is_a_journal_error(tmp_path: Path) -> None:
+    journal = make(tmp_path)
+    journal._db.execute("PRAGMA max_page_count = 1")  # as good as a full disk
+    with pytest.raises(JournalError, match=r"job\.sqlite: database or disk is full"):
+        journal.load([InputRow(n, "5551234567", "Q?" * 100, "x") for n in range(10, 500)], "d")

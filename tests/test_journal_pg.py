@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -140,7 +141,7 @@ def test_a_send_in_flight_when_its_worker_died_becomes_unknown_and_is_not_resent
     assert alive.counts()["unknown"] == 1
     # The dead worker, should it come back, cannot record a send it no longer owns.
     assert not dead.mark_sent(row.line, 123)
-    assert dead.finish(row.line, "failed", {}) is None
+    assert dead.finish(row.line, "failed", {}, expected="sending") is None
 
 
 def test_resend_unknown_queues_unknown_rows_again(
@@ -161,6 +162,21 @@ def test_a_live_workers_send_is_left_alone(
     assert first.mark_sent(row.line, 2**40)
 
 
+def test_a_send_starts_with_a_full_lease(
+    job: str, workers: tuple[PostgresJournal, PostgresJournal]
+) -> None:
+    slow, other = workers
+    [row] = slow.claim(send=1, poll=0).send
+    # The worker stalled past its lease, and no one took the row meanwhile: it
+    # may still send, but its SMS must not look like a dead worker's at once.
+    expire_leases(job, slow)
+    assert slow.mark_sending(row.line)
+    assert other.recover(resend_unknown=False) == 0
+    other.claim(send=10, poll=10)  # a claim reaps too
+    assert other.counts()["unknown"] == 0
+    assert slow.mark_sent(row.line, 2**40)
+
+
 def test_a_dead_workers_sent_rows_are_polled_by_another(
     job: str, workers: tuple[PostgresJournal, PostgresJournal]
 ) -> None:
@@ -171,8 +187,8 @@ def test_a_dead_workers_sent_rows_are_polled_by_another(
     expire_leases(job, dead)
     [taken] = alive.claim(send=0, poll=10).poll
     assert (taken.line, taken.request_id) == (row.line, 2**40)
-    assert dead.finish(row.line, "verified", {}) is None
-    finished = alive.finish(row.line, "verified", {"verified": True})
+    assert dead.finish(row.line, "verified", {}, expected="sent") is None
+    finished = alive.finish(row.line, "verified", {"verified": True}, expected="sent")
     assert finished is not None
     assert finished.to_output()["status"] == "verified"
 
@@ -202,7 +218,7 @@ def test_finished_rows_come_out_in_line_order(
     first, _ = workers
     for row in first.claim(send=10, poll=0).send:
         first.mark_sending(row.line)
-        first.finish(row.line, "failed", {"reason": "test"})
+        first.finish(row.line, "failed", {"reason": "test"}, expected="sending")
     assert [(row.line, row.state) for row in first.finished()] == [
         (2, "failed"),
         (3, "failed"),
@@ -210,7 +226,23 @@ def test_finished_rows_come_out_in_line_order(
         (5, "failed"),
     ]
     with pytest.raises(ValueError, match="final"):
-        first.finish(2, "sent", {})
+        first.finish(2, "sent", {}, expected="sending")
+
+
+def test_a_state_change_from_an_unexpected_state_is_refused(
+    workers: tuple[PostgresJournal, PostgresJournal],
+) -> None:
+    first, _ = workers
+    row = start_sending(first)
+    with pytest.raises(JournalError, match=f"line {row.line} is sending, expected sent"):
+        first.finish(row.line, "verified", {}, expected="sent")
+    with pytest.raises(JournalError, match=f"line {row.line} is sending, expected queued"):
+        first.mark_sending(row.line)
+    finished = first.finish(row.line, "unknown", {"reason": "timeout"}, expected="sending")
+    assert finished is not None
+    # A finished row is no worker's: a late change is refused, never written.
+    assert first.finish(row.line, "failed", {}, expected="sending") is None
+    assert [r.state for r in first.finished() if r.line == row.line] == ["unknown"]
 
 
 def test_a_database_from_a_newer_library_is_refused(job: str) -> None:
@@ -230,13 +262,24 @@ def test_the_rate_limit_is_shared_by_all_workers(job: str) -> None:
     PostgresJournal.open(job).close()
     conninfo, name, _ = parse_location(job)
     limiters = [PostgresRateLimiter(conninfo, name, rate=10) for _ in range(3)]
+    # (clock before the call, the wait it returned, clock after the call): a
+    # slot is the moment of the call plus its wait, and that moment lies
+    # between the two readings, however long the machine stalls.
+    calls = []
     try:
-        waits = [limiters[index % 3].reserve() for index in range(9)]
+        for index in range(9):
+            before = time.monotonic()
+            wait = limiters[index % 3].reserve()
+            calls.append((before, wait, time.monotonic()))
     finally:
         for limiter in limiters:
             limiter.close()
-    # Nine reservations made in a few milliseconds from three "workers":
-    # consecutive slots of the one job, 0.1 s apart, not three times 10/s.
-    assert waits[0] == pytest.approx(0, abs=0.05)
-    for earlier, later in itertools.pairwise(waits):
-        assert later - earlier == pytest.approx(0.1, abs=0.05)
+    assert calls[0][1] == 0
+    # Consecutive slots of the one job, from three "workers": never closer
+    # than 0.1 s (three limiters of their own would each allow 10/s), and
+    # exactly 0.1 s apart when a call came before its slot was due.
+    tick = 1e-3  # the clocks' resolution, with room to spare
+    for (before0, wait0, after0), (before, wait, after) in itertools.pairwise(calls):
+        assert (after + wait) - (before0 + wait0) >= 0.1 - tick
+        if wait > 0:
+            assert (before + wait) - (after0 + wait0) <= 0.1 + tick

@@ -258,3 +258,49 @@ def test_importing_the_client_does_not_import_the_pages() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "http://simulator.evil.example"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Referer": "https://evil.example/page.html"},
+    ],
+)
+async def test_a_cross_site_post_is_refused(
+    setup: tuple[vc.VerificationClient, httpx.AsyncClient, Simulator], headers: dict[str, str]
+) -> None:
+    client, browser, _ = setup
+    request_id = await _send(client)
+    for path, form in (
+        (f"/phone/link/{request_id}/answer", {"answer": "yes"}),
+        (f"/phone/link/{request_id}/location", {"share": "no"}),
+        (f"/phone/{NUMBER}/consent", {"consent": "revoke"}),
+    ):
+        response = await browser.post(path, data=form, headers=headers)
+        assert response.status_code == 403, path
+        assert "another site" in response.text
+    assert (await client.has_been_verified(request_id)).verified is None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://simulator"},
+        {"Sec-Fetch-Site": "same-origin"},
+        {"Referer": "http://simulator/phone/"},
+    ],
+)
+async def test_a_same_site_post_is_taken(
+    setup: tuple[vc.VerificationClient, httpx.AsyncClient, Simulator], headers: dict[str, str]
+) -> None:
+    client, browser, _ = setup
+    request_id = await _send(client)
+    response = await browser.post(
+        f"/phone/link/{request_id}/answer", data={"answer": "yes"}, headers=headers
+    )
+    assert response.status_code == 303
+    assert (await client.has_been_verified(request_id)).verified is True

@@ -2,8 +2,11 @@
 with SIGKILL at several points and resumed.
 
 The simulator serves on loopback from a thread of the test process, so its
-request log is the ground truth of what reached the "service". Kill points are
-reached by waiting (bounded) for a number of SMS requests in that log.
+request log is the ground truth of what reached the "service". A kill point is
+an SMS request of that log: the simulator holds back its answers from that
+request on, so the worker is killed with SMS requests sent and unanswered (the
+journal's ``sending`` rows) whatever the machine's load, and cannot finish the
+job before the kill.
 """
 
 from __future__ import annotations
@@ -20,22 +23,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from relsupport import PASSWORD, USER
+from relsupport import PASSWORD, SEND, USER, HoldingService, serve_holding
 
-from verif_client.simulator import Script, Simulator, SimulatorConfig, serve_in_thread
+from verif_client.simulator import Script, Simulator, SimulatorConfig
 
-SEND = "SecureLink_Confirmation_SendRequestViaSms"
 ROWS = 120
 
 
 @pytest.fixture
-def service() -> Iterator[tuple[Simulator, str]]:
-    # Latency keeps several SMS requests in flight at any moment, so a kill
-    # catches some of them between "sending" and "sent".
-    config = SimulatorConfig(latency=0.03, script=Script(pending_polls=0))
-    simulator = Simulator(credentials=(USER, PASSWORD), config=config)
-    with serve_in_thread(simulator) as server:
-        yield simulator, server.base_url
+def service() -> Iterator[HoldingService]:
+    config = SimulatorConfig(script=Script(pending_polls=0))
+    with serve_holding(Simulator(credentials=(USER, PASSWORD), config=config)) as service:
+        yield service
 
 
 def write_input(path: Path, rows: int) -> list[str]:
@@ -99,36 +98,46 @@ class Job:
         return b"".join(path.read_bytes() for path in self.dir.iterdir() if path.is_file())
 
 
-def wait_until(condition: Callable[[], bool], process: subprocess.Popen[bytes]) -> None:
-    """Bounded wait for a condition (or for the process to end on its own)."""
-    deadline = time.monotonic() + 60
-    while not condition() and process.poll() is None:
-        assert time.monotonic() < deadline, "the kill point was never reached"
-        time.sleep(0.002)
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """A bounded wait for something observable (the bound only ends a hung test)."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.005)
 
 
-def kill(process: subprocess.Popen[bytes]) -> None:
+def kill_in_flight(job: Job, service: HoldingService, after: int) -> set[int]:
+    """Run the job until the ``after``-th SMS, kill it with the SMS requests
+    that follow still unanswered; return the lines it had in flight."""
+    service.hold_sms_answers(after=after)
+    process = job.start()
+    # The request after the ``after``-th is one whose row stays "sending".
+    wait_until(
+        lambda: process.poll() is not None or len(service.app.calls(SEND)) > after,
+        f"SMS request {after + 1}",
+    )
+    assert process.poll() is None, "the run ended before the kill point"
     process.send_signal(signal.SIGKILL)
-    assert process.wait(timeout=30) == -signal.SIGKILL
+    assert process.wait(timeout=60) == -signal.SIGKILL
+    caught = {line for line, state in job.states().items() if state == "sending"}
+    service.release_sms_answers()
+    return caught
 
 
-def finish(process: subprocess.Popen[bytes]) -> None:
-    assert process.wait(timeout=120) == 0
+def finish(process: subprocess.Popen[bytes], status: int = 0) -> None:
+    """The run ends by itself: 0, or 4 when rows ended failed or unknown."""
+    assert process.wait(timeout=120) == status
 
 
-def test_killed_three_times_and_resumed(tmp_path: Path, service: tuple[Simulator, str]) -> None:
-    simulator, base_url = service
-    job = Job(tmp_path, base_url, ROWS)
-    sends = lambda: len(simulator.calls(SEND))  # noqa: E731
+def test_killed_three_times_and_resumed(tmp_path: Path, service: HoldingService) -> None:
+    job = Job(tmp_path, service.base_url, ROWS)
     in_flight: set[int] = set()
     for kill_point in (10, 45, 90):
-        process = job.start()
-        wait_until(lambda kill_point=kill_point: sends() >= kill_point, process)
-        assert process.poll() is None, "the run ended before the kill point"
-        kill(process)
-        states = job.states()
-        in_flight |= {line for line, state in states.items() if state == "sending"}
-    finish(job.start())
+        caught = kill_in_flight(job, service, kill_point)
+        assert caught, f"the kill after SMS {kill_point} caught no row in flight"
+        in_flight |= caught
+    finish(job.start(), status=4)
+    simulator = service.app
 
     rows = job.outputs()
     assert sorted(row["line"] for row in rows) == list(range(2, ROWS + 2))
@@ -136,7 +145,6 @@ def test_killed_three_times_and_resumed(tmp_path: Path, service: tuple[Simulator
     assert max(texted.values()) == 1, "a row was texted twice"
     status = {row["line"]: row["status"] for row in rows}
     # Rows caught in flight are reported unknown, never resent.
-    assert in_flight, "no kill caught a row in flight; the test proves nothing"
     assert {status[line] for line in in_flight} == {"unknown"}
     unknown = {line for line, state in status.items() if state == "unknown"}
     assert unknown == in_flight
@@ -149,14 +157,11 @@ def test_killed_three_times_and_resumed(tmp_path: Path, service: tuple[Simulator
 
 
 def test_resend_unknown_sends_the_rows_in_flight_again(
-    tmp_path: Path, service: tuple[Simulator, str]
+    tmp_path: Path, service: HoldingService
 ) -> None:
-    simulator, base_url = service
-    job = Job(tmp_path, base_url, 40)
-    process = job.start()
-    wait_until(lambda: len(simulator.calls(SEND)) >= 12, process)
-    kill(process)
-    in_flight = {line for line, state in job.states().items() if state == "sending"}
+    simulator = service.app
+    job = Job(tmp_path, service.base_url, 40)
+    in_flight = kill_in_flight(job, service, 12)
     assert in_flight
     finish(job.start("--resend-unknown"))
 
@@ -170,9 +175,9 @@ def test_resend_unknown_sends_the_rows_in_flight_again(
     assert all(texted[job.phones[line - 2]] == 1 for line in others)
 
 
-def test_a_csv_full_of_bad_rows(tmp_path: Path, service: tuple[Simulator, str]) -> None:
-    simulator, base_url = service
-    job = Job(tmp_path, base_url, 0)
+def test_a_csv_full_of_bad_rows(tmp_path: Path, service: HoldingService) -> None:
+    simulator = service.app
+    job = Job(tmp_path, service.base_url, 0)
     job.input.write_text(
         "phone_number,id,question\n"
         "5125550100,good-1,\n"  # line 2: good

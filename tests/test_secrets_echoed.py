@@ -248,7 +248,8 @@ def test_cli_call_and_bulk_run_never_show_the_echoed_password(
         base_url=base_url,
         password=password,
     )
-    assert bulk.returncode == 0, bulk.stderr
+    # 4: the job finished with rows failed or unknown (the echo refuses or garbles them).
+    assert bulk.returncode in (0, 4), bulk.stderr
     for text in (call.stdout, call.stderr, bulk.stdout, bulk.stderr):
         assert_hidden(text, password, "cli")
     assert output.read_text().count('"status": ') == 2

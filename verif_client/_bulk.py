@@ -7,37 +7,59 @@ a finished one, whatever point the previous run was killed at.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import csv
 import functools
 import hashlib
 import io
+import itertools
 import json
 import logging
 import os
+import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import IO, Any, Final, TypeVar, TypeVarTuple
 
 import anyio
+import anyio.abc
 import attrs
 
 from ._bindings import codec_for
 from ._client import VerificationClient
 from ._codec import Codec
-from ._errors import DeliveryUnknownError, RequestValidationError, VerifClientError
-from ._journal import FINAL_STATES, InputRow, JobRow, Journal, different_input_error
+from ._errors import (
+    AuthenticationError,
+    DeliveryUnknownError,
+    HTTPStatusError,
+    RequestValidationError,
+    SoapFault,
+    TransportError,
+    VerifClientError,
+)
+from ._journal import (
+    FINAL_STATES,
+    InputRow,
+    JobRow,
+    Journal,
+    JournalError,
+    RowState,
+    different_input_error,
+)
 from ._operations import get_operation
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
 from ._results import RequestResult
 from ._service import Binding
+from ._terminal import safe
 
 _SEND: Final = get_operation("SecureLink_Confirmation_SendRequestViaSms")
 _VERIFICATION_STATES: Final = {
-    PollStatus.VERIFIED: "verified",
-    PollStatus.DECLINED: "declined",
-    PollStatus.TIMED_OUT: "not_verified",
-    PollStatus.FAILED: "failed",
+    PollStatus.VERIFIED: RowState.VERIFIED,
+    PollStatus.DECLINED: RowState.DECLINED,
+    PollStatus.TIMED_OUT: RowState.NOT_VERIFIED,
+    PollStatus.FAILED: RowState.FAILED,
 }
 
 
@@ -65,16 +87,30 @@ class BulkOptions:
     deadline: float = 600.0
     resend_unknown: bool = False
     policy: PollPolicy = BULK_POLL_POLICY
+    encoding: str | None = None
 
 
 @attrs.define
 class Progress:
-    """Live counters of a run, handed to the progress callback."""
+    """Live counts of a run's rows by state, handed to the progress callback."""
 
-    total: int = 0
-    sent: int = 0
-    finished: int = 0
     states: Counter[str] = attrs.Factory(Counter)
+    deadline: float = 600.0
+    stopping: bool = False
+    # time.monotonic() of the last SMS this run sent, for the ETA's bound.
+    last_sent: float | None = None
+
+    def move(self, old: RowState, new: RowState) -> None:
+        self.states[old] -= 1
+        self.states[new] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.states.values())
+
+    @property
+    def finished(self) -> int:
+        return sum(self.states[state] for state in FINAL_STATES)
 
     @property
     def pending(self) -> int:
@@ -84,25 +120,107 @@ class Progress:
 # -- input ----------------------------------------------------------------
 
 
-def read_input(
-    data: bytes, default_question: str | None, binding: Binding = Binding.SOAP11
-) -> Iterator[InputRow]:
-    """Read and check every row; a bad row is reported, never fatal.
+class BulkInputError(VerifClientError, ValueError):
+    """The input cannot make a job (the message says where and why).
 
-    Rows are checked with the very codec that will send them, so what is
-    refused here is exactly what the service (or ASP.NET) would refuse.
+    Raised before anything is created: no journal, no output.
     """
-    codec = codec_for(binding)
-    text = data.decode("utf-8-sig", errors="surrogateescape")
+
+
+_UNDECODED: Final = re.compile("[\udc80-\udcff]")
+
+
+def _decode(data: bytes, encoding: str | None, name: str) -> str:
+    """The input's text. UTF-8 (with or without a BOM) unless told otherwise;
+    under a forced encoding, bytes that do not decode are kept as surrogates
+    for their rows to be reported invalid."""
+    if encoding is None:
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+            raise BulkInputError(
+                f"{name}: line {line}, byte {column} (0x{data[exc.start]:02x}) is not UTF-8; "
+                "give the file's encoding with --encoding (Excel's CSV is often cp1252)"
+            ) from None
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise BulkInputError(f"--encoding {safe(encoding)!r}: no such encoding") from None
+    if encoding.replace("_", "-").lower() in ("utf-8", "utf8"):
+        encoding = "utf-8-sig"
+    return data.decode(encoding, errors="surrogateescape")
+
+
+def _undecoded(fields: list[str], encoding: str | None) -> str | None:
+    for field in fields:
+        found = _UNDECODED.search(field)
+        if found:
+            byte = ord(found.group()) - 0xDC00
+            return f"byte 0x{byte:02x} does not decode as {encoding}"
+    return None
+
+
+def _clean(text: str | None) -> str | None:
+    # A field that did not decode is stored for the record with U+FFFD in its
+    # undecodable bytes' place (the journal holds only valid text).
+    return None if text is None else _UNDECODED.sub("\ufffd", text)
+
+
+def read_input(
+    data: bytes,
+    default_question: str | None,
+    codec: Codec | Binding = Binding.SOAP11,
+    *,
+    encoding: str | None = None,
+    name: str = "input",
+) -> Iterator[InputRow]:
+    """Check the input as a whole, then read it row by row.
+
+    The file as a whole (its encoding, its header, a question for its rows,
+    at least one row) is checked now, raising :class:`BulkInputError`; a bad
+    row is then reported in its :class:`InputRow`, never fatal. Rows are
+    checked with the codec that will send them (pass the client's, see
+    :meth:`VerificationClient.codec`), so what is refused here is what the
+    service (or ASP.NET) would refuse.
+    """
+    if isinstance(codec, Binding):
+        codec = codec_for(codec)
+    text = _decode(data, encoding, name)
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = [name.strip().lower() for name in next(reader)]
     except StopIteration:
-        return
+        raise BulkInputError(f"{name}: empty; expected a header line naming phone_number") from None
     except csv.Error as exc:
-        yield InputRow(1, None, None, None, f"malformed CSV header: {exc}")
-        return
-    columns = {name: index for index, name in enumerate(header)}
+        raise BulkInputError(f"{name}: line 1: malformed CSV header ({exc})") from None
+    columns = {column: index for index, column in enumerate(header)}
+    if _undecoded(header, encoding):
+        raise BulkInputError(f"{name}: line 1: the header {_undecoded(header, encoding)}")
+    if "phone_number" not in columns:
+        found = safe(",".join(header))
+        hint = "; the file must be comma-separated" if ";" in found or "\t" in found else ""
+        raise BulkInputError(
+            f"{name}: line 1: the header has no phone_number column (found {found!r}){hint}"
+        )
+    if "question" not in columns and not default_question:
+        raise BulkInputError(f"{name}: no question: give --question or a question column")
+    rows = _rows(reader, codec, header, columns, default_question, encoding)
+    first = next(rows, None)
+    if first is None:
+        raise BulkInputError(f"{name}: no rows after the header")
+    return itertools.chain((first,), rows)
+
+
+def _rows(
+    reader: Any,
+    codec: Codec,
+    header: list[str],
+    columns: Mapping[str, int],
+    default_question: str | None,
+    encoding: str | None,
+) -> Iterator[InputRow]:
     seen: dict[str, int] = {}
     while True:
         try:
@@ -122,24 +240,22 @@ def read_input(
 
         phone, user_id = column("phone_number"), column("id")
         question = column("question") or default_question
-        problem = _row_problem(codec, columns, fields, header, phone, question, seen, line)
+        problem = _undecoded(fields, encoding) or _row_problem(
+            codec, fields, header, phone, question, seen
+        )
         if problem is None and phone is not None:
             seen[phone] = line
-        yield InputRow(line, phone, question, user_id, problem)
+        yield InputRow(line, _clean(phone), _clean(question), _clean(user_id), problem)
 
 
 def _row_problem(
     codec: Codec,
-    columns: Mapping[str, int],
     fields: list[str],
     header: list[str],
     phone: str | None,
     question: str | None,
     seen: Mapping[str, int],
-    line: int,
 ) -> str | None:
-    if "phone_number" not in columns:
-        return "missing column phone_number"
     if len(fields) > len(header):
         return f"has {len(fields)} fields, the header has {len(header)}"
     if not phone:
@@ -155,16 +271,27 @@ def _row_problem(
     return None
 
 
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def digest(data: bytes, encoding: str | None = None) -> str:
+    """The input's identity: its bytes, and the encoding they are read in if forced."""
+    identity = data if encoding is None else data + b"\0encoding=" + encoding.encode()
+    return hashlib.sha256(identity).hexdigest()
 
 
-def load_input(journal: Journal, data: bytes, options: BulkOptions, binding: Binding) -> None:
+def load_input(
+    journal: Journal,
+    data: bytes,
+    options: BulkOptions,
+    codec: Codec | Binding,
+    *,
+    name: str = "input",
+) -> None:
     """Load the input once; a rerun (or another worker) must name the same input, or none."""
     known = journal.input_digest()
+    identity = digest(data, options.encoding)
     if known is None:
-        journal.load(read_input(data, options.question, binding), digest(data))
-    elif known != digest(data):
+        rows = read_input(data, options.question, codec, encoding=options.encoding, name=name)
+        journal.load(rows, identity)
+    elif known != identity:
         raise different_input_error()
 
 
@@ -189,6 +316,65 @@ def rewrite_output(journal: Journal, path: str) -> IO[str]:
 
 
 # -- the run --------------------------------------------------------------
+
+
+IN_FLIGHT_STOP_REASON: Final = (
+    "the job was stopped while the SMS request was in flight; it may or may not have "
+    "been sent (--resend-unknown sends it again, texting twice if it was)"
+)
+
+
+def outcome_of_failure(exc: VerifClientError, *, written: bool) -> RowState:
+    """The state of a row whose SendRequestViaSms ended in ``exc``.
+
+    ``failed`` claims the customer was not texted, so it is kept for what
+    proves it: a refusal the service answered in a form we could read, or a
+    request that never left. Anything else once the request may have been
+    written (a dropped connection, a timeout, a 5xx, a server fault, a body
+    too large or unreadable) may hide a sent SMS: ``unknown``, never resent
+    unless asked.
+    """
+    if not written:
+        return RowState.FAILED
+    if isinstance(exc, DeliveryUnknownError):
+        return RowState.UNKNOWN
+    if isinstance(exc, AuthenticationError):
+        return RowState.FAILED
+    if isinstance(exc, SoapFault):
+        return RowState.FAILED if exc.is_client_fault else RowState.UNKNOWN
+    if isinstance(exc, HTTPStatusError):
+        return RowState.FAILED if (exc.status_code or 500) < 500 else RowState.UNKNOWN
+    if isinstance(exc, TransportError):
+        return RowState.FAILED  # the client raises this only for what never left
+    return RowState.UNKNOWN
+
+
+class Stopper:
+    """Asks a running job to stop, from the job's own event loop (a signal
+    handler task, say).
+
+    The first :meth:`request` stops claiming rows, cancels the sends that
+    have not left yet and lets those in flight finish for up to ``grace``
+    seconds, so that they are recorded with their request ids; the run then
+    returns with unfinished rows left for a later run. A second request stops
+    at once: requests still in flight are recorded ``unknown``.
+    """
+
+    def __init__(self, grace: float = 10.0) -> None:
+        self.grace = grace
+        self.requests = 0
+        self.reason: str | None = None
+        self._listeners: list[Callable[[int], None]] = []
+
+    def request(self, reason: str = "stop requested") -> None:
+        self.requests += 1
+        self.reason = self.reason or reason
+        for listener in list(self._listeners):
+            listener(self.requests)
+
+    def listen(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
 
 def _location_json(outcome: LocationOutcome) -> dict[str, Any]:
@@ -231,6 +417,10 @@ class _RowTaken(Exception):
     """Another worker holds the row: this one must not send it."""
 
 
+class _Stopping(Exception):
+    """The job is stopping: a request not yet written is not written."""
+
+
 class _Run:
     def __init__(
         self,
@@ -240,6 +430,7 @@ class _Run:
         options: BulkOptions,
         progress: Progress,
         on_progress: Callable[[Progress], None],
+        stopper: Stopper,
     ) -> None:
         self.client = client
         self.journal = journal
@@ -248,55 +439,107 @@ class _Run:
         self.options = options
         self.progress = progress
         self.on_progress = on_progress
+        self.stopper = stopper
         self.lines_by_request: dict[int, int] = {}
         self.partial: dict[int, dict[str, Any]] = {}
+        # Sends not yet written, by line: a stop cancels them; in-flight ones finish.
+        self.not_written: dict[int, anyio.CancelScope] = {}
+        self.whole = anyio.CancelScope()
+        self.claiming = anyio.CancelScope()
+        self.sends_scope: anyio.CancelScope | None = None
+        self.feeding = True
+        self.task_group: anyio.abc.TaskGroup | None = None
 
-    async def finish(self, line: int, state: str, result: Mapping[str, Any]) -> None:
-        row = await self.db(self.journal.finish, line, state, result)
+    def on_stop(self, requests: int) -> None:
+        self.progress.stopping = True
+        if requests > 1 or not self.feeding:
+            self.whole.cancel()
+            return
+        self.claiming.cancel()
+        for scope in self.not_written.values():
+            scope.cancel()
+        if self.task_group is not None:
+            self.task_group.start_soon(self._end_grace)
+
+    async def _end_grace(self) -> None:
+        await anyio.sleep(self.stopper.grace)
+        if self.sends_scope is not None:
+            self.sends_scope.cancel()
+
+    async def finish(
+        self, line: int, state: RowState, result: Mapping[str, Any], expected: RowState
+    ) -> None:
+        finish = functools.partial(self.journal.finish, expected=expected)
+        row = await self.db(finish, line, state, result)
         if row is None:
             logger.warning("line %d passed to another worker before it finished here", line)
             return
         self.output.write(json.dumps(row.to_output(), ensure_ascii=False) + "\n")
         self.output.flush()
-        self.progress.finished += 1
-        self.progress.states[state] += 1
+        self.progress.move(expected, state)
         self.on_progress(self.progress)
 
     async def send(self, row: JobRow, stream: PollStream) -> None:
         assert row.phone_number is not None
         assert row.question is not None
+        written = False
 
         async def mark_in_flight() -> None:
             # Marked only once the rate limit has let the request go: a kill
             # while waiting for a slot leaves the row queued, not unknown.
+            nonlocal written
+            if self.progress.stopping:
+                raise _Stopping
             if not await self.db(self.journal.mark_sending, row.line):
                 raise _RowTaken
+            self.not_written.pop(row.line, None)
+            written = True
+            self.progress.move(RowState.QUEUED, RowState.SENDING)
 
         params = {"PhoneNumber": row.phone_number, "ConfirmationQuestion": row.question}
         try:
             sent = await self.client.call_with(_SEND, params, before_send=mark_in_flight)
-        except _RowTaken:
-            return  # another worker holds the row now
+        except (_RowTaken, _Stopping):
+            return  # another worker holds the row now, or it stays queued for a later run
         except RequestValidationError as exc:
             # Refused before anything left (e.g. a binding stricter than the one the
             # input was checked with): an input problem, recorded like one.
-            if await self.db(self.journal.mark_sending, row.line):
-                await self.finish(row.line, "invalid", {"reason": str(exc)})
+            if not written and await self.db(self.journal.mark_sending, row.line):
+                self.progress.move(RowState.QUEUED, RowState.SENDING)
+                written = True
+            if written:
+                await self.finish(row.line, RowState.INVALID, {"reason": str(exc)}, SENDING)
             return
-        except DeliveryUnknownError as exc:
-            await self.finish(row.line, "unknown", {"reason": str(exc)})
-            return
+        except JournalError:
+            raise  # the journal cannot record what happens: the run stops
         except VerifClientError as exc:
-            await self.finish(row.line, "failed", {"reason": str(exc)})
+            if not written:
+                # Failed before the request was handed over: it never left.
+                if not await self.db(self.journal.mark_sending, row.line):
+                    return
+                self.progress.move(RowState.QUEUED, RowState.SENDING)
+            state = outcome_of_failure(exc, written=written)
+            await self.finish(row.line, state, {"reason": str(exc)}, SENDING)
             return
+        except anyio.get_cancelled_exc_class():
+            if written:
+                with anyio.CancelScope(shield=True):
+                    reason = {"reason": IN_FLIGHT_STOP_REASON}
+                    await self.finish(row.line, RowState.UNKNOWN, reason, SENDING)
+            raise
         assert isinstance(sent, RequestResult)
         if not sent.ok:
-            await self.finish(row.line, "failed", {"reason": sent.error_message or "request id 0"})
+            reason = {"reason": sent.error_message or "request id 0"}
+            await self.finish(row.line, RowState.FAILED, reason, SENDING)
             return
-        if not await self.db(self.journal.mark_sent, row.line, sent.request_id):
-            logger.warning("line %d was declared unknown by another worker while sending", row.line)
-            return
-        self.progress.sent += 1
+        with anyio.CancelScope(shield=True):
+            if not await self.db(self.journal.mark_sent, row.line, sent.request_id):
+                logger.warning(
+                    "line %d was declared unknown by another worker while sending", row.line
+                )
+                return
+        self.progress.move(RowState.SENDING, RowState.SENT)
+        self.progress.last_sent = time.monotonic()
         self.watch(sent.request_id, row.line, stream, self.options.deadline)
 
     def watch(self, request_id: int, line: int, stream: PollStream, timeout: float) -> None:
@@ -311,38 +554,57 @@ class _Run:
         self.watch(row.request_id, row.line, stream, self.options.deadline - elapsed)
 
     async def feed(self, stream: PollStream) -> None:
-        """Claim rows until none are left: send the queued, poll the sent."""
+        """Claim rows until none are left (or the job stops): send the queued, poll the sent."""
         slots = anyio.Semaphore(self.options.concurrency)
 
         async def send_one(row: JobRow) -> None:
+            scope = self.not_written[row.line] = anyio.CancelScope()
             try:
-                await self.send(row, stream)
+                with scope:
+                    await self.send(row, stream)
             finally:
+                self.not_written.pop(row.line, None)
                 slots.release()
 
-        async with anyio.create_task_group() as tg:
-            while True:
-                # Claim only what can start now: the rest stays for other workers.
-                await slots.acquire()
-                claim = await self.db(
-                    self.journal.claim, min(_CLAIM_BATCH, slots.value + 1), _POLL_BATCH
-                )
-                for row in claim.poll:
-                    self.watch_sent(row, stream)
-                if not claim.send:
-                    slots.release()
-                for index, row in enumerate(claim.send):
-                    if index:
-                        await slots.acquire()
-                    tg.start_soon(send_one, row)
-                if claim.send or claim.poll:
-                    continue
-                if not await self.db(self.journal.work_elsewhere):
-                    break
-                # Other workers hold what is left; stay to take over should one die.
-                assert self.journal.lease_seconds is not None
-                await anyio.sleep(self.journal.lease_seconds / 4)
+        async with anyio.create_task_group() as sends:
+            self.sends_scope = sends.cancel_scope
+            with self.claiming:
+                await self._claim_all(stream, sends, slots, send_one)
+        self.feeding = False
+        if self.progress.stopping:
+            # What was in flight is recorded; rows sent stay "sent" for the next run to poll.
+            self.whole.cancel()
+            return
         stream.close_input()
+
+    async def _claim_all(
+        self,
+        stream: PollStream,
+        sends: anyio.abc.TaskGroup,
+        slots: anyio.Semaphore,
+        send_one: Callable[[JobRow], Coroutine[Any, Any, None]],
+    ) -> None:
+        while not self.progress.stopping:
+            # Claim only what can start now: the rest stays for other workers.
+            await slots.acquire()
+            claim = await self.db(
+                self.journal.claim, min(_CLAIM_BATCH, slots.value + 1), _POLL_BATCH
+            )
+            for row in claim.poll:
+                self.watch_sent(row, stream)
+            if not claim.send:
+                slots.release()
+            for index, row in enumerate(claim.send):
+                if index:
+                    await slots.acquire()
+                sends.start_soon(send_one, row)
+            if claim.send or claim.poll:
+                continue
+            if not await self.db(self.journal.work_elsewhere):
+                return
+            # Other workers hold what is left; stay to take over should one die.
+            assert self.journal.lease_seconds is not None
+            await anyio.sleep(self.journal.lease_seconds / 4)
 
     async def keep_leases(self) -> None:
         lease = self.journal.lease_seconds
@@ -350,6 +612,10 @@ class _Run:
         while True:
             await anyio.sleep(lease / 3)
             await self.db(self.journal.renew)
+            # Other workers move rows too: recount, for an honest progress display.
+            counts = await self.db(self.journal.counts)
+            self.progress.states.clear()
+            self.progress.states.update(counts)
 
     async def settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
         line = self.lines_by_request[outcome.request_id]
@@ -358,14 +624,41 @@ class _Run:
             part.update(_location_json(outcome))
         else:
             part.update(_verification_json(outcome))
-            part["state"] = _VERIFICATION_STATES.get(outcome.status, "failed")
+            part["state"] = _VERIFICATION_STATES.get(outcome.status, RowState.FAILED)
         if self.options.location and "location_status" not in part:
             return
         if "state" not in part:
             return
         del self.partial[line]
         state = part.pop("state")
-        await self.finish(line, state, part)
+        await self.finish(line, state, part, RowState.SENT)
+
+
+SENDING: Final = RowState.SENDING
+
+
+def _library_error(group: BaseExceptionGroup[BaseException]) -> VerifClientError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, VerifClientError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _library_error(exc)
+            if found is not None:
+                return found
+    return None
+
+
+@contextlib.contextmanager
+def _library_error_unwrapped() -> Iterator[None]:
+    """The run's task groups wrap a failure in an exception group; the caller
+    gets the library's own error (a JournalError, say), as from any call."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error = _library_error(group)
+        if error is None:
+            raise
+        raise error from None
 
 
 async def run_bulk(
@@ -374,37 +667,48 @@ async def run_bulk(
     output_path: str,
     options: BulkOptions,
     on_progress: Callable[[Progress], None] = lambda progress: None,
+    *,
+    stopper: Stopper | None = None,
 ) -> dict[str, int]:
     """Send, poll and record every queued or awaiting row of the journal.
 
     With a shared journal several workers run this at once; each returns when
     no other worker holds unfinished rows and its own rows are finished.
+    ``on_progress`` is called with the live :class:`Progress` at the start and
+    at every change. With a ``stopper``, the run may end early (see
+    :class:`Stopper`); the journal then holds what is left for a later run.
     """
+    stopper = stopper or Stopper()
     db = _Calls(journal)
     await db(functools.partial(journal.recover, resend_unknown=options.resend_unknown))
     counts = await db(journal.counts)
-    progress = Progress(total=sum(counts.values()))
-    progress.states.update({state: counts[state] for state in FINAL_STATES})
-    progress.finished = sum(counts[state] for state in FINAL_STATES)
-    progress.sent = sum(counts[state] for state in ("sent", "verified", "declined", "not_verified"))
+    progress = Progress(deadline=options.deadline)
+    progress.states.update(counts)
+    on_progress(progress)
     output = await db(rewrite_output, journal, output_path)
-    run = _Run(client, journal, output, options, progress, on_progress)
+    run = _Run(client, journal, output, options, progress, on_progress, stopper)
     policy = attrs.evolve(options.policy, timeout=options.deadline)
     poll = (
         client.poll_verifications_and_locations if options.location else client.poll_verifications
     )
+    unlisten = stopper.listen(run.on_stop)
     try:
-        async with (
-            poll(policy=policy, keep_open=True, max_concurrency=options.concurrency) as stream,
-            anyio.create_task_group() as tg,
-        ):
-            if journal.lease_seconds is not None:
-                tg.start_soon(run.keep_leases)
-            tg.start_soon(run.feed, stream)
-            async for outcome in stream:
-                await run.settle(outcome)
-            tg.cancel_scope.cancel()
+        if stopper.requests:
+            progress.stopping = True
+        with _library_error_unwrapped(), run.whole:
+            async with (
+                poll(policy=policy, keep_open=True, max_concurrency=options.concurrency) as stream,
+                anyio.create_task_group() as tg,
+            ):
+                run.task_group = tg
+                if journal.lease_seconds is not None:
+                    tg.start_soon(run.keep_leases)
+                tg.start_soon(run.feed, stream)
+                async for outcome in stream:
+                    await run.settle(outcome)
+                tg.cancel_scope.cancel()
     finally:
+        unlisten()
         output.close()
     if journal.lease_seconds is not None:
         # Other workers finished rows too: leave this output as complete as the journal.

@@ -5,35 +5,63 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
+import pathlib
 import re
+import shlex
+import signal
 import sys
-from collections.abc import Sequence
-from typing import Any, get_args
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, Final, NoReturn, get_args
 
 import anyio
 import attrs
 
-from . import _prometheus, _xsd
-from ._bulk import BulkOptions, load_input, run_bulk, write_output
+from . import __version__, _prometheus, _xsd
+from ._bulk import (
+    BulkInputError,
+    BulkOptions,
+    Stopper,
+    load_input,
+    read_input,
+    run_bulk,
+    write_output,
+)
 from ._client import VerificationClient
+from ._codec import Codec
 from ._errors import VerifClientError
 from ._hooks import Hooks
-from ._journal import FINAL_STATES, Journal, JournalError, open_journal
+from ._journal import ALL_STATES, FINAL_STATES, Journal, JournalError, RowState, open_journal
 from ._operations import OPERATIONS, get_operation
 from ._polling import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
+from ._terminal import safe, safe_json
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
+
+EXIT_SERVICE: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_JOURNAL: Final = 3
+EXIT_ROWS_FAILED: Final = 4
+EXIT_INTERNAL: Final = 70
 
 _JOURNAL_HELP = "a SQLite file, or postgresql://user@host/db?job=NAME shared by many workers"
 
 
 class UsageError(Exception):
     """A command-line mistake: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line (the usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {safe(message)} (see {self.prog} --help)\n")
 
 
 def parse_duration(text: str) -> float:
@@ -58,26 +86,83 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _binding(text: str) -> Binding:
+    try:
+        return Binding(text)
+    except ValueError:
+        choices = ", ".join(binding.value for binding in Binding)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a binding ({choices})") from None
+
+
+# Options that an environment variable can set: (dest, variable, parse).
+_FROM_ENVIRONMENT: Final[tuple[tuple[str, str, Callable[[str], object]], ...]] = (
+    ("base_url", "VERIF_BASE_URL", str),
+    ("username", "VERIF_API_USERNAME", str),
+    ("binding", "VERIF_BINDING", _binding),
+    ("timeout", "VERIF_TIMEOUT", _positive_float),
+    ("rate", "VERIF_RATE", _positive_float),
+)
+
+
 def _connection_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("service (flags or VERIF_* environment variables)")
-    group.add_argument("--base-url", default=os.environ.get("VERIF_BASE_URL"))
-    group.add_argument("--username", default=os.environ.get("VERIF_API_USERNAME"))
+    group = parser.add_argument_group(
+        "service (each flag can be set by the VERIF_* variable named in its help; "
+        "the password only by VERIF_API_PASSWORD)"
+    )
+    group.add_argument(
+        "--base-url", help="the service's address, e.g. https://host (VERIF_BASE_URL)"
+    )
+    group.add_argument("--username", help="SOAP ApiUsername (VERIF_API_USERNAME)")
+    choices = ", ".join(binding.value for binding in Binding)
     group.add_argument(
         "--binding",
-        choices=[binding.value for binding in Binding],
-        default=os.environ.get("VERIF_BINDING", Binding.SOAP11.value),
+        type=_binding,
+        metavar="{" + choices.replace(", ", ",") + "}",
+        help=f"how requests are sent: {choices} (default soap11; VERIF_BINDING)",
     )
-    group.add_argument("--timeout", type=_positive_float, default=30.0)
     group.add_argument(
-        "--rate", type=_positive_float, default=None, help="requests per second, all calls"
+        "--timeout",
+        type=_positive_float,
+        help="seconds to wait for each answer (default 30; VERIF_TIMEOUT)",
     )
+    group.add_argument(
+        "--rate",
+        type=_positive_float,
+        help="at most this many requests per second, all calls; for a bulk job, "
+        "all of its workers together (default: no limit; VERIF_RATE)",
+    )
+
+
+def _environment_defaults(args: argparse.Namespace) -> None:
+    """Fill the options not given as flags from VERIF_* variables, checked as the flags are."""
+    for dest, variable, parse in _FROM_ENVIRONMENT:
+        if not hasattr(args, dest) or getattr(args, dest) is not None:
+            continue
+        text = os.environ.get(variable)
+        if text is None or text == "":
+            continue
+        try:
+            setattr(args, dest, parse(text))
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise UsageError(f"{variable}: {exc}") from None
+    if getattr(args, "binding", Binding.SOAP11) is None:
+        args.binding = Binding.SOAP11
+    if getattr(args, "timeout", 30.0) is None:
+        args.timeout = 30.0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="verif-client",
         description="Client and simulator for the GIACT VerificationServices v5 SecureLink "
-        "operations. The password is read from VERIF_API_PASSWORD, never from a flag.",
+        "operations. The password is read from VERIF_API_PASSWORD, never from a flag. "
+        "Exit status: 0 done, 1 service or network error, 2 bad usage or input, "
+        "3 journal problem, 4 bulk job done with failed or unknown rows, "
+        "130/143 stopped by SIGINT/SIGTERM.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log every request (DEBUG) to stderr"
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -98,14 +183,46 @@ def build_parser() -> argparse.ArgumentParser:
     bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
         dest="bulk_command", required=True
     )
-    run = bulk.add_parser("run", help="send, poll and record a CSV of phone numbers")
-    run.add_argument("--input", help="CSV with phone_number[,question][,id]")
+    run = bulk.add_parser(
+        "run",
+        help="send, poll and record a CSV of phone numbers",
+        description="Send one SMS per row of a CSV, wait for the answers and write one JSON "
+        "line per row. The journal records every step: a killed or stopped job resumes where "
+        "it was, and no number is texted twice. Ctrl-C (or SIGTERM) stops gracefully: "
+        "requests in flight are recorded; press it again to stop at once.",
+    )
+    run.add_argument(
+        "--input",
+        help="CSV with a header naming phone_number, and optionally question and id; "
+        "needed for a new journal",
+    )
     run.add_argument("--question", help="the yes/no question, unless the row has its own")
+    run.add_argument(
+        "--encoding",
+        help="the input's text encoding, e.g. cp1252 (default: UTF-8, with or without a BOM); "
+        "rows that do not decode in it are reported invalid",
+    )
     run.add_argument("--journal", required=True, help=_JOURNAL_HELP + " (created if missing)")
     run.add_argument("--output", required=True, help="JSON lines, one per input row")
     run.add_argument("--location", action="store_true", help="also wait for each location")
-    run.add_argument("--concurrency", type=_positive_int, default=50)
-    run.add_argument("--deadline", type=parse_duration, default=600.0)
+    run.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=50,
+        help="requests in flight at once (default 50)",
+    )
+    run.add_argument(
+        "--deadline",
+        type=parse_duration,
+        default=600.0,
+        help="how long to wait for each answer after its SMS: 60, 90s, 10m, 1h (default 10m)",
+    )
+    run.add_argument(
+        "--grace",
+        type=parse_duration,
+        default=10.0,
+        help="on Ctrl-C or SIGTERM, how long requests in flight may take to finish (default 10s)",
+    )
     run.add_argument(
         "--false-means",
         choices=get_args(FalseMeans),
@@ -116,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--resend-unknown",
         action="store_true",
-        help="send again the rows whose SMS may or may not have left in a killed run",
+        help="send again the rows whose SMS may or may not have left (state unknown)",
     )
     _connection_args(run)
     _prometheus.add_arguments(run)
@@ -131,8 +248,19 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--output", required=True, help="JSON lines, one per finished row")
 
     demo = commands.add_parser("demo", help="a bulk job against the in-process simulator")
-    demo.add_argument("--rows", type=_positive_int, default=1000)
+    demo.add_argument(
+        "--rows", type=_positive_int, default=1000, help="numbers in the job (default 1000)"
+    )
     demo.add_argument("--keep", metavar="DIR", help="keep the journal and output in DIR")
+    for command in (call, simulate, run, status, export, demo):
+        # Also after the command, where it is typed last; SUPPRESS keeps one given before.
+        command.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="log every request (DEBUG) to stderr",
+        )
     return parser
 
 
@@ -144,22 +272,27 @@ def _client(
     if not args.base_url:
         raise UsageError("no service address: give --base-url or set VERIF_BASE_URL")
     password = os.environ.get("VERIF_API_PASSWORD")
-    binding = Binding(args.binding)
+    binding = args.binding
     if binding.is_soap and (not args.username or password is None):
         raise UsageError(
             "SOAP bindings need credentials: --username (or VERIF_API_USERNAME) "
             "and VERIF_API_PASSWORD"
         )
-    return VerificationClient(
-        args.base_url,
-        username=args.username,
-        password=password,
-        binding=binding,
-        timeout=args.timeout,
-        rate_limit=args.rate if journal is None else None,
-        rate_limiter=journal.rate_limiter(args.rate) if journal is not None and args.rate else None,
-        hooks=hooks,
-    )
+    try:
+        return VerificationClient(
+            args.base_url,
+            username=args.username,
+            password=password,
+            binding=binding,
+            timeout=args.timeout,
+            rate_limit=args.rate if journal is None else None,
+            rate_limiter=(
+                journal.rate_limiter(args.rate) if journal is not None and args.rate else None
+            ),
+            hooks=hooks,
+        )
+    except ValueError as exc:
+        raise UsageError(f"--base-url: {exc}") from None
 
 
 def _parse_params(operation: str, pairs: Sequence[str]) -> dict[str, object]:
@@ -189,36 +322,133 @@ async def _call(args: argparse.Namespace) -> int:
     params = _parse_params(args.operation, args.params)
     async with _client(args) as client:
         result = await client.call_with(args.operation, params)
-    print(json.dumps(to_json(result), ensure_ascii=False))
+    print(safe_json(json.dumps(to_json(result), ensure_ascii=False)))
     return 0
 
 
-async def _bulk_run(args: argparse.Namespace) -> int:
-    journal = open_journal(args.journal)
+def _check_writable(flag: str, path: str) -> None:
+    """Refuse, before anything is created, a file that could not be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory")
+    if not os.path.isdir(directory):
+        raise UsageError(f"{flag} {path}: no such directory {directory}")
+    # The output is replaced through a temporary file beside it: the directory too.
+    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
+
+
+def _is_postgres(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def _read_checked_input(args: argparse.Namespace, options: BulkOptions, codec: Codec) -> bytes:
     try:
-        options = BulkOptions(
-            question=args.question,
-            location=args.location,
-            concurrency=args.concurrency,
-            deadline=args.deadline,
-            resend_unknown=args.resend_unknown,
-            policy=PollPolicy(false_means=args.false_means),
-        )
+        data = pathlib.Path(args.input).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--input {args.input}: {exc.strerror or exc}") from None
+    # Checked as a whole now, before the journal exists; read again when loaded.
+    read_input(data, options.question, codec, encoding=options.encoding, name=args.input)
+    return data
+
+
+class _Signals:
+    """Turns SIGINT and SIGTERM into stop requests for the run."""
+
+    def __init__(self, stopper: Stopper, display: ProgressDisplay) -> None:
+        self.stopper = stopper
+        self.display = display
+        self.first: int | None = None
+
+    async def watch(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                self.first = self.first or signum
+                if self.stopper.requests == 0:
+                    self.display.note(
+                        f"stopping: no new sends; requests in flight get up to "
+                        f"{self.stopper.grace:g}s to finish ({signal.Signals(signum).name} "
+                        "again to stop at once)"
+                    )
+                self.stopper.request(signal.Signals(signum).name)
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + (self.first or signal.SIGINT)
+
+
+def _bulk_prepare(
+    args: argparse.Namespace,
+) -> tuple[BulkOptions, bytes | None, _prometheus.Served | None]:
+    """Every check of a bulk run that needs no journal, so that a mistake leaves nothing behind."""
+    options = BulkOptions(
+        question=args.question,
+        location=args.location,
+        concurrency=args.concurrency,
+        deadline=args.deadline,
+        resend_unknown=args.resend_unknown,
+        encoding=args.encoding,
+        policy=PollPolicy(false_means=args.false_means),
+    )
+    codec = _client(args).codec()  # the flags describe a usable client
+    data = _read_checked_input(args, options, codec) if args.input else None
+    _check_writable("--output", args.output)
+    if not _is_postgres(args.journal):
+        if data is None and not os.path.exists(args.journal):
+            raise UsageError(f"--journal {args.journal}: no such journal; a new job needs --input")
+        _check_writable("--journal", args.journal)
+    try:
         metrics = _prometheus.serve(args)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, f"--metrics-port {args.metrics_port}") from None
+    return options, data, metrics
+
+
+async def _bulk_run(
+    args: argparse.Namespace,
+    options: BulkOptions,
+    data: bytes | None,
+    metrics: _prometheus.Served | None,
+) -> int:
+    journal = open_journal(args.journal)
+    stopper = Stopper(grace=args.grace)
+    display = ProgressDisplay()
+    signals = _Signals(stopper, display)
+    try:
         client = _client(args, journal, _prometheus.hooks_of(metrics))
-        if args.input:
-            data = await anyio.Path(args.input).read_bytes()
-            load_input(journal, data, options, client.binding)
+        if data is not None:
+            load_input(journal, data, options, client.codec(), name=args.input)
         elif not journal.is_loaded():
             raise UsageError("a new journal needs --input")
-        display = ProgressDisplay()
         on_progress = _prometheus.progress_of(metrics, display)
-        async with client:
-            counts = await run_bulk(client, journal, args.output, options, on_progress)
+        async with client, anyio.create_task_group() as tg:
+            tg.start_soon(signals.watch)
+            tg.start_soon(display.run)
+            counts = await run_bulk(
+                client, journal, args.output, options, on_progress, stopper=stopper
+            )
+            tg.cancel_scope.cancel()
         display.close()
     finally:
         journal.close()
     print_counts(counts)
+    if stopper.requests:
+        left = sum(counts[state] for state in ALL_STATES if state not in FINAL_STATES)
+        # The same command resumes: the journal knows its input and what is left.
+        resume = shlex.join(["verif-client", *args.argv])
+        print(
+            f"verif-client: stopped with {left} rows unfinished; resume with: {safe(resume)}",
+            file=sys.stderr,
+        )
+        return signals.exit_status
+    if counts[RowState.UNKNOWN]:
+        print(
+            f"verif-client: {counts[RowState.UNKNOWN]} rows are unknown: their SMS may have been "
+            "sent (see each row's reason); --resend-unknown would send them again",
+            file=sys.stderr,
+        )
+    if counts[RowState.FAILED] or counts[RowState.UNKNOWN]:
+        return EXIT_ROWS_FAILED
     return 0
 
 
@@ -231,7 +461,7 @@ def print_counts(counts: dict[str, int]) -> None:
 
 
 def _bulk_status(args: argparse.Namespace) -> int:
-    journal = open_journal(args.journal, create=False)
+    journal = open_journal(args.journal, create=False, own=False)
     try:
         print_counts(journal.counts())
     finally:
@@ -240,14 +470,15 @@ def _bulk_status(args: argparse.Namespace) -> int:
 
 
 def _bulk_export(args: argparse.Namespace) -> int:
-    journal = open_journal(args.journal, create=False)
+    _check_writable("--output", args.output)
+    journal = open_journal(args.journal, create=False, own=False)
     try:
         write_output(journal, args.output)
         counts = journal.counts()
     finally:
         journal.close()
     finished = sum(counts[state] for state in FINAL_STATES)
-    print(f"{finished} of {sum(counts.values())} rows finished, written to {args.output}")
+    print(f"{finished} of {sum(counts.values())} rows finished, written to {safe(args.output)}")
     return 0
 
 
@@ -255,37 +486,77 @@ def _simulate(args: argparse.Namespace) -> int:
     from .simulator import _main as simulator_main
 
     simulator = simulator_main.simulator_from_args(args)
-    _prometheus.serve_simulator(args, simulator)
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(simulator_main.run, simulator, args.host, args.port)
+    try:
+        _prometheus.serve_simulator(args, simulator)
+    except OSError as exc:
+        return _fail(EXIT_SERVICE, f"--metrics-port {args.metrics_port}: {exc.strerror or exc}")
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(simulator_main.run, simulator, args.host, args.port)
+    except OSError as exc:
+        return _fail(EXIT_SERVICE, f"simulate: {args.host}:{args.port}: {exc.strerror or exc}")
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command == "call":
-            return anyio.run(_call, args)
-        if args.command == "simulate":
-            return _simulate(args)
-        if args.command == "demo":
-            from ._demo import run_demo
+def _dispatch(args: argparse.Namespace) -> int:
+    _environment_defaults(args)
+    if args.command == "call":
+        return anyio.run(_call, args)
+    if args.command == "simulate":
+        return _simulate(args)
+    if args.command == "demo":
+        from ._demo import run_demo
 
-            return run_demo(rows=args.rows, keep=args.keep)
-        if args.bulk_command == "run":
-            return anyio.run(_bulk_run, args)
-        if args.bulk_command == "export":
-            return _bulk_export(args)
-        return _bulk_status(args)
-    except UsageError as exc:
-        print(f"verif-client: {exc}", file=sys.stderr)
-        return 2
-    except (VerifClientError, JournalError, OSError) as exc:
-        print(f"verif-client: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return run_demo(rows=args.rows, keep=args.keep)
+    if args.bulk_command == "run":
+        return anyio.run(_bulk_run, args, *_bulk_prepare(args))
+    if args.bulk_command == "export":
+        return _bulk_export(args)
+    return _bulk_status(args)
+
+
+class _SafeFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return safe(super().format(record))
+
+
+def _verbose() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_SafeFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    library = logging.getLogger("verif_client")
+    library.addHandler(handler)
+    library.setLevel(logging.DEBUG)
+
+
+def _fail(status: int, message: str) -> int:
+    print(f"verif-client: {safe(message)}", file=sys.stderr)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    if args.verbose:
+        _verbose()
+    try:
+        return _dispatch(args)
+    except (UsageError, BulkInputError) as exc:
+        return _fail(EXIT_USAGE, str(exc))
+    except JournalError as exc:
+        return _fail(EXIT_JOURNAL, str(exc))
+    except VerifClientError as exc:
+        return _fail(EXIT_SERVICE, f"{type(exc).__name__}: {exc}")
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(EXIT_SERVICE, f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:
-        print("verif-client: interrupted", file=sys.stderr)
-        return 130
+        return _fail(128 + signal.SIGINT, "interrupted")
+    except Exception as exc:
+        # A bug of ours, not the user's: still one line, the traceback under -v.
+        if args.verbose:
+            traceback.print_exc()
+        return _fail(EXIT_INTERNAL, f"internal error: {type(exc).__name__}: {exc} (-v shows more)")
 
 
 if __name__ == "__main__":

@@ -166,6 +166,11 @@ class VerificationClient:
             f"<VerificationClient {self.base_url} binding={self.binding.value} username={user!r}>"
         )
 
+    def codec(self, binding: Binding | str | None = None) -> Codec:
+        """The sans-IO codec this client sends with (its binding's, by default),
+        built with this client's options: to check requests ahead of time."""
+        return self._codecs[self.binding if binding is None else parse_binding(binding)]
+
     # -- lifecycle ---------------------------------------------------------
 
     async def __aenter__(self) -> Self:

@@ -77,7 +77,10 @@ async def _demo(rows: int, directory: str) -> dict[str, int]:
             max_connections=100,
         ) as client:
             output = os.path.join(directory, "demo-results.jsonl")
-            counts = await run_bulk(client, journal, output, options, display)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(display.run)
+                counts = await run_bulk(client, journal, output, options, display)
+                tg.cancel_scope.cancel()
         display.close()
     finally:
         journal.close()

@@ -1,11 +1,17 @@
 """The bulk job's journal: one row per input row, the truth about each.
 
-Every state change is committed before the next step acts on it. A row's life:
+Every state change is committed before the next step acts on it, and is a
+compare-and-set from the state the caller expects: a row found in any other
+state raises :class:`JournalError` rather than being overwritten. A row's life:
 
     queued -> sending -> sent -> verified | declined | not_verified | failed
     invalid                      (input problem; never sent)
-    sending -> unknown           (the worker died while the SMS was in flight;
-                                  resent only when the user asks)
+    sending -> unknown           (the request may have reached the service, but
+                                  no readable answer came back, or the worker
+                                  died while it was in flight; resent only when
+                                  the user asks)
+    sending -> failed            (the service refused it in an answer we could
+                                  read, or it provably never left)
 
 Two backends share this interface and the runner in ``_bulk``: SQLite (one
 process, no server; ``_journal_sqlite``) and PostgreSQL (any number of workers
@@ -13,33 +19,96 @@ on any number of hosts; ``_journal_pg``). :func:`open_journal` picks one from
 the ``--journal`` location.
 
 A worker *claims* the rows it is about to work on. The SQLite journal has one
-worker, so a claim is only a cursor; the PostgreSQL journal records the worker
-and a lease on the row, so that a dead worker's rows pass to the living.
+owner process at a time (an exclusive lock on the file, which the kernel drops
+when the owner dies), so a claim is only a cursor; the PostgreSQL journal
+records the worker and a lease on the row, so that a dead worker's rows pass
+to the living.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 import attrs
 
+from ._errors import VerifClientError
 from ._ratelimit import Limiter
 
+
+class RowState(enum.StrEnum):
+    """The state of one row of a bulk job (stored and printed as its value)."""
+
+    QUEUED = "queued"
+    SENDING = "sending"
+    SENT = "sent"
+    VERIFIED = "verified"
+    DECLINED = "declined"
+    NOT_VERIFIED = "not_verified"
+    FAILED = "failed"
+    INVALID = "invalid"
+    UNKNOWN = "unknown"
+
+
 FINAL_STATES: Final = frozenset(
-    {"verified", "declined", "not_verified", "failed", "invalid", "unknown"}
+    {
+        RowState.VERIFIED,
+        RowState.DECLINED,
+        RowState.NOT_VERIFIED,
+        RowState.FAILED,
+        RowState.INVALID,
+        RowState.UNKNOWN,
+    }
 )
-ALL_STATES: Final = ("queued", "sending", "sent", *sorted(FINAL_STATES))
+ALL_STATES: Final = (RowState.QUEUED, RowState.SENDING, RowState.SENT, *sorted(FINAL_STATES))
 RECORD_COLUMNS: Final = "line, user_id, phone_number, question, state, request_id, sent_at, result"
 IN_FLIGHT_REASON: Final = (
-    "the SMS request was in flight when the job stopped; "
-    "it may or may not have been sent (rerun with --resend-unknown)"
+    "the SMS request was in flight when the job's process died; it may or may not have "
+    "been sent (--resend-unknown sends it again, texting twice if it was)"
 )
 
 
-class JournalError(Exception):
+class JournalError(VerifClientError):
     """The journal cannot be used as asked (message says why)."""
+
+
+class JournalBusyError(JournalError):
+    """Another live process owns the SQLite journal."""
+
+
+def state_mismatch_error(where: str, line: int, expected: str, found: str | None) -> JournalError:
+    return JournalError(
+        f"{where}: line {line} is {found or 'missing'}, expected {expected}; "
+        "another process changed the journal behind this run's back, so it stops"
+    )
+
+
+J = TypeVar("J")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reported(
+    errors: type[Exception] | tuple[type[Exception], ...], where: Callable[[J], str]
+) -> Callable[[Callable[Concatenate[J, P], R]], Callable[Concatenate[J, P], R]]:
+    """A decorator: a storage failure (``errors``) surfaces as a JournalError
+    naming the journal (``where(journal)``), which the command line reports in
+    one line."""
+
+    def decorate(method: Callable[Concatenate[J, P], R]) -> Callable[Concatenate[J, P], R]:
+        @functools.wraps(method)
+        def wrapper(journal: J, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(journal, *args, **kwargs)
+            except errors as exc:
+                raise JournalError(f"{where(journal)}: {str(exc).strip()}") from exc
+
+        return wrapper
+
+    return decorate
 
 
 def different_input_error() -> JournalError:
@@ -125,9 +194,12 @@ class Journal(Protocol):
     the runner calls ``renew()`` well within that period for as long as it
     lives, and a row it has not renewed in time may be claimed by another.
 
-    ``mark_sending``, ``mark_sent`` and ``finish`` act only on a row this
-    worker still holds: they return False (``finish``: None) when the row has
-    passed to another worker, and the caller then leaves the row alone.
+    ``mark_sending`` (queued -> sending), ``mark_sent`` (sending -> sent) and
+    ``finish`` (``expected`` -> a final state) are compare-and-set: a row in
+    another state raises :class:`JournalError`. With leases they also act only
+    on a row this worker still holds: they return False (``finish``: None)
+    when the row has passed to another worker, and the caller then leaves the
+    row alone.
     """
 
     @property
@@ -158,7 +230,9 @@ class Journal(Protocol):
     def renew(self) -> None: ...
     def mark_sending(self, line: int) -> bool: ...
     def mark_sent(self, line: int, request_id: int) -> bool: ...
-    def finish(self, line: int, state: str, result: Mapping[str, Any]) -> JobRow | None: ...
+    def finish(
+        self, line: int, state: str, result: Mapping[str, Any], *, expected: str
+    ) -> JobRow | None: ...
     def finished(self) -> Iterator[JobRow]: ...
     def counts(self) -> dict[str, int]: ...
     def rate_limiter(self, rate: float) -> Limiter:
@@ -173,12 +247,13 @@ def check_final(state: str) -> None:
         raise ValueError(f"{state!r} is not a final state")
 
 
-def open_journal(location: str, *, create: bool = True) -> Journal:
+def open_journal(location: str, *, create: bool = True, own: bool = True) -> Journal:
     """Open the journal named on the command line.
 
     ``postgresql://user@host/db?job=NAME`` (or ``postgres://``) is a job in a
     PostgreSQL database; anything else is a SQLite file path. ``create=False``
-    refuses a journal that does not exist yet.
+    refuses a journal that does not exist yet. ``own=False`` opens a SQLite
+    journal to read it only, beside the process that owns it.
     """
     # Imported here: the PostgreSQL backend needs the optional psycopg, and a
     # SQLite user must not pay for importing it.
@@ -188,7 +263,7 @@ def open_journal(location: str, *, create: bool = True) -> Journal:
         return PostgresJournal.open(location, create=create)
     from ._journal_sqlite import SQLiteJournal
 
-    return SQLiteJournal(location, create=create)
+    return SQLiteJournal(location, create=create, own=own)
 
 
 def __getattr__(name: str) -> Any:

@@ -6,9 +6,12 @@ worker started with it shares the job's rows, with no coordinator:
 * A worker claims a few rows at a time (``SELECT ... FOR UPDATE SKIP LOCKED``,
   so two workers never wait on, nor take, the same row) and stamps them with
   its id and a lease; it renews the leases of all its rows while it lives.
-* Every state change is conditional on the row still being the worker's
-  (``WHERE worker = me``): a worker whose lease lapsed and whose row was
-  taken over changes nothing, so a row has one outcome whoever races.
+* Every state change is a compare-and-set on the row still being the
+  worker's and in the state the worker expects (``WHERE worker = me AND
+  state = expected``): a worker whose lease lapsed and whose row was taken
+  over changes nothing, so a row has one outcome whoever races; a row still
+  the worker's but in another state is an error (JournalError), never
+  overwritten.
 * A row whose lease expired passes on by state: ``queued`` is claimed again,
   ``sent`` is polled by its new holder, and ``sending`` (the SMS was in flight
   when its worker died) becomes ``unknown`` and is never sent again unless a
@@ -23,14 +26,13 @@ thread, which also keeps the backend usable under trio.
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
@@ -47,6 +49,8 @@ from ._journal import (
     check_final,
     different_input_error,
     newer_schema_error,
+    reported,
+    state_mismatch_error,
 )
 from ._ratelimit import gcra_parameters
 
@@ -98,25 +102,14 @@ _MIGRATIONS: Final[dict[int, str]] = {
 }
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
+def _where(journal: PostgresJournal) -> str:
+    return journal._where
 
 
-def _reported(
-    method: Callable[Concatenate[PostgresJournal, P], R],
-) -> Callable[Concatenate[PostgresJournal, P], R]:
-    """A database failure surfaces as a JournalError naming the job, which the
-    command line reports in one line (the worker's leases then lapse and its
-    rows pass to the others)."""
-
-    @functools.wraps(method)
-    def wrapper(journal: PostgresJournal, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(journal, *args, **kwargs)
-        except psycopg.Error as exc:
-            raise JournalError(f"{journal._where}: {str(exc).strip()}") from exc
-
-    return wrapper
+# A database failure surfaces as a JournalError naming the job, which the
+# command line reports in one line (the worker's leases then lapse and its
+# rows pass to the others).
+_reported: Final = reported(psycopg.Error, _where)
 
 
 def parse_location(location: str) -> tuple[str, str, float]:
@@ -349,18 +342,35 @@ class PostgresJournal:
         )
 
     def _mine(self, line: int, state: str, assignments: str, **values: Any) -> bool:
-        return (
-            self._db.execute(
-                f"UPDATE verif_rows SET {assignments} "
-                "WHERE job = %(job)s AND line = %(line)s AND worker = %(me)s AND state = %(was)s",
-                {"job": self.job, "line": line, "me": self.worker, "was": state, **values},
-            ).rowcount
-            == 1
-        )
+        changed = self._db.execute(
+            f"UPDATE verif_rows SET {assignments} "
+            "WHERE job = %(job)s AND line = %(line)s AND worker = %(me)s AND state = %(was)s",
+            {"job": self.job, "line": line, "me": self.worker, "was": state, **values},
+        ).rowcount
+        return changed == 1 or self._lost(line, state)
+
+    def _lost(self, line: int, expected: str) -> bool:
+        """After a compare-and-set changed nothing: False when the row passed to
+        another worker (its lease lapsed), an error when it is still ours in a
+        state we did not expect."""
+        row = self._db.execute(
+            "SELECT state, worker FROM verif_rows WHERE job = %s AND line = %s", (self.job, line)
+        ).fetchone()
+        if row is not None and row[1] == self.worker:
+            raise state_mismatch_error(self._where, line, expected, row[0])
+        return False
 
     @_reported
     def mark_sending(self, line: int) -> bool:
-        return self._mine(line, "queued", "state = 'sending'")
+        # A fresh lease: a 'sending' row whose lease has run out is taken for a
+        # dead worker's and made 'unknown', and a worker that stalled past its
+        # lease (with no one taking the row meanwhile) still owns and sends it.
+        return self._mine(
+            line,
+            "queued",
+            "state = 'sending', lease_expires = now() + %(lease)s",
+            lease=self._lease,
+        )
 
     @_reported
     def mark_sent(self, line: int, request_id: int) -> bool:
@@ -373,13 +383,15 @@ class PostgresJournal:
         )
 
     @_reported
-    def finish(self, line: int, state: str, result: Mapping[str, Any]) -> JobRow | None:
+    def finish(
+        self, line: int, state: str, result: Mapping[str, Any], *, expected: str
+    ) -> JobRow | None:
         check_final(state)
         values = self._db.execute(
             "UPDATE verif_rows SET state = %(state)s, result = %(result)s, "
             "finished_at = %(now)s, worker = NULL, lease_expires = NULL "
             "WHERE job = %(job)s AND line = %(line)s AND worker = %(me)s "
-            f"AND state IN ('sending', 'sent') RETURNING {RECORD_COLUMNS}",
+            f"AND state = %(was)s RETURNING {RECORD_COLUMNS}",
             {
                 "state": state,
                 "result": json.dumps(dict(result)),
@@ -387,9 +399,13 @@ class PostgresJournal:
                 "job": self.job,
                 "line": line,
                 "me": self.worker,
+                "was": expected,
             },
         ).fetchone()
-        return None if values is None else JobRow.from_record(*values)
+        if values is None:
+            self._lost(line, expected)
+            return None
+        return JobRow.from_record(*values)
 
     def finished(self) -> Iterator[JobRow]:
         # A server-side cursor: a job of a million rows is not held in memory.
@@ -410,7 +426,7 @@ class PostgresJournal:
 
     @_reported
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(ALL_STATES, 0)
+        counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
         for state, count in self._db.execute(
             "SELECT state, count(*) FROM verif_rows WHERE job = %s GROUP BY state", (self.job,)
         ):

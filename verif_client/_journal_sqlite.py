@@ -1,15 +1,25 @@
 """The default journal: one SQLite file, one worker process, no server.
 
 SQLite in WAL mode: a committed change survives the process being killed at
-any point, which is the failure this journal exists for. One process works a
-journal at a time, so it needs no leases: a claim is a cursor over the rows,
-and every row left ``sending`` at open was in flight when a process died.
+any point, which is the failure this journal exists for.
+
+One process owns a journal at a time. The owner holds an exclusive ``flock``
+on the file for as long as it lives; a second process is refused with the
+owner's pid, host and start time (recorded in the journal's ``meta`` table).
+The kernel drops the lock the moment the owner dies, however it dies
+(SIGKILL included), so a dead owner's hold needs no stale-lock guessing: the
+next process takes the lock, and every row left ``sending`` was in flight
+when the owner died. The journal needs no leases: a claim is a cursor over
+the rows. (Like SQLite itself, this wants a local filesystem.)
 """
 
 from __future__ import annotations
 
+import datetime
+import fcntl
 import json
 import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,9 +33,13 @@ from ._journal import (
     Claim,
     InputRow,
     JobRow,
+    JournalBusyError,
     JournalError,
+    RowState,
     check_final,
     newer_schema_error,
+    reported,
+    state_mismatch_error,
 )
 from ._ratelimit import RateLimiter
 
@@ -48,30 +62,87 @@ CREATE INDEX IF NOT EXISTS rows_state ON rows (state);
 """
 
 
+# A database failure (disk full, file corrupted or made read-only under the
+# run) surfaces as a JournalError naming the file.
+def _where(journal: SQLiteJournal) -> str:
+    return journal.path
+
+
+_reported: Final = reported(sqlite3.Error, _where)
+
+
+def _owner_of(path: str) -> str:
+    """Who holds the journal, as its owner recorded it (read without the lock)."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'owner'").fetchone()
+        finally:
+            db.close()
+        owner = json.loads(row[0])
+        return f"pid {owner['pid']} on {owner['host']} since {owner['since']}"
+    except (sqlite3.Error, TypeError, ValueError, KeyError):
+        return "a process that is still starting"
+
+
 class SQLiteJournal:
     """The default journal: one SQLite file, no server."""
 
     blocking: Final = False
     lease_seconds: Final = None
 
-    def __init__(self, path: str, *, create: bool = True) -> None:
+    def __init__(self, path: str, *, create: bool = True, own: bool = True) -> None:
         self.path = path
         if not create and not os.path.exists(path):
             raise JournalError(f"{path}: no such journal")
+        self._lock: int | None = None
+        if own:
+            self._lock = self._take_ownership(create)
         try:
             self._db = sqlite3.connect(path, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
+            version = self._meta("schema_version")
+            if version is None:
+                self._set_meta("schema_version", str(SCHEMA_VERSION))
+            elif int(version) > SCHEMA_VERSION:
+                raise newer_schema_error(path, int(version), SCHEMA_VERSION)
+            if own:
+                since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+                owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": since}
+                self._set_meta("owner", json.dumps(owner))
+        except (sqlite3.Error, ValueError) as exc:
+            self._release()
             raise JournalError(f"{path}: not a usable journal ({exc})") from None
-        version = self._meta("schema_version")
-        if version is None:
-            self._set_meta("schema_version", str(SCHEMA_VERSION))
-        elif int(version) > SCHEMA_VERSION:
-            raise newer_schema_error(path, int(version), SCHEMA_VERSION)
+        except BaseException:
+            self._release()
+            raise
         self._next_queued = 0
         self._unpolled: list[JobRow] | None = None
+
+    def _take_ownership(self, create: bool) -> int:
+        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        try:
+            fd = os.open(self.path, flags, 0o666)
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot open the journal ({exc.strerror})") from None
+        try:
+            # flock, not SQLite's own POSIX locks: those are per process and
+            # dropped by any close() of the file, flock belongs to this fd only.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise JournalBusyError(
+                f"{self.path}: in use by {_owner_of(self.path)}; "
+                "one process works a journal at a time"
+            ) from None
+        return fd
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the fd drops the flock
+            self._lock = None
 
     def _meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -80,12 +151,15 @@ class SQLiteJournal:
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
+    @_reported
     def is_loaded(self) -> bool:
         return self._meta("input_digest") is not None
 
+    @_reported
     def input_digest(self) -> str | None:
         return self._meta("input_digest")
 
+    @_reported
     def load(self, rows: Iterable[InputRow], input_digest: str) -> None:
         with self._db:
             self._db.execute("BEGIN")
@@ -107,6 +181,7 @@ class SQLiteJournal:
                 )
             self._set_meta("input_digest", input_digest)
 
+    @_reported
     def recover(self, *, resend_unknown: bool) -> int:
         with self._db:
             self._db.execute("BEGIN")
@@ -126,12 +201,15 @@ class SQLiteJournal:
         cursor = self._db.execute(f"SELECT {RECORD_COLUMNS} FROM rows WHERE {where}", args)
         return [JobRow.from_record(*values) for values in cursor]
 
+    @_reported
     def queued(self) -> list[JobRow]:
         return self._rows("state = 'queued' ORDER BY line")
 
+    @_reported
     def awaiting_answer(self) -> list[JobRow]:
         return self._rows("state = 'sent' ORDER BY line")
 
+    @_reported
     def claim(self, send: int, poll: int) -> Claim:
         # Rows sent by an earlier run are handed out once; rows this run sends
         # it polls itself, so they are never claimed.
@@ -151,35 +229,58 @@ class SQLiteJournal:
     def renew(self) -> None:
         pass
 
+    def _changed(self, line: int, expected: str, changed: int) -> None:
+        if changed != 1:
+            found = self._db.execute("SELECT state FROM rows WHERE line = ?", (line,)).fetchone()
+            raise state_mismatch_error(self.path, line, expected, found and found[0])
+
+    @_reported
     def mark_sending(self, line: int) -> bool:
-        self._db.execute("UPDATE rows SET state = 'sending' WHERE line = ?", (line,))
+        changed = self._db.execute(
+            "UPDATE rows SET state = 'sending' WHERE line = ? AND state = 'queued'", (line,)
+        ).rowcount
+        self._changed(line, RowState.QUEUED, changed)
         return True
 
+    @_reported
     def mark_sent(self, line: int, request_id: int) -> bool:
-        self._db.execute(
-            "UPDATE rows SET state = 'sent', request_id = ?, sent_at = ? WHERE line = ?",
+        changed = self._db.execute(
+            "UPDATE rows SET state = 'sent', request_id = ?, sent_at = ? "
+            "WHERE line = ? AND state = 'sending'",
             (request_id, time.time(), line),
-        )
+        ).rowcount
+        self._changed(line, RowState.SENDING, changed)
         return True
 
-    def finish(self, line: int, state: str, result: Mapping[str, Any]) -> JobRow | None:
+    @_reported
+    def finish(
+        self, line: int, state: str, result: Mapping[str, Any], *, expected: str
+    ) -> JobRow | None:
         check_final(state)
         values = self._db.execute(
-            "UPDATE rows SET state = ?, result = ?, finished_at = ? WHERE line = ? "
+            "UPDATE rows SET state = ?, result = ?, finished_at = ? WHERE line = ? AND state = ? "
             f"RETURNING {RECORD_COLUMNS}",
-            (state, json.dumps(dict(result)), time.time(), line),
+            (state, json.dumps(dict(result)), time.time(), line, expected),
         ).fetchone()
+        if values is None:
+            self._changed(line, expected, 0)
         return JobRow.from_record(*values)
 
+    @_reported
     def row(self, line: int) -> JobRow:
         return self._rows("line = ?", line)[0]
 
     def finished(self) -> Iterator[JobRow]:
         states = ", ".join(f"'{state}'" for state in sorted(FINAL_STATES))
-        yield from self._rows(f"state IN ({states}) ORDER BY line")
+        try:
+            rows = self._rows(f"state IN ({states}) ORDER BY line")
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: {exc}") from exc
+        yield from rows
 
+    @_reported
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(ALL_STATES, 0)
+        counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
         for state, count in self._db.execute("SELECT state, COUNT(*) FROM rows GROUP BY state"):
             counts[state] = count
         return counts
@@ -188,4 +289,11 @@ class SQLiteJournal:
         return RateLimiter(rate)
 
     def close(self) -> None:
-        self._db.close()
+        try:
+            if self._lock is not None:
+                self._db.execute("DELETE FROM meta WHERE key = 'owner'")
+        except sqlite3.Error:
+            pass  # the owner record is only read while the lock is held
+        finally:
+            self._db.close()
+            self._release()

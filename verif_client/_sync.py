@@ -17,6 +17,7 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._client import VerificationClient
+from ._codec import Codec
 from ._operations import Operation
 from ._polling import (
     DEFAULT_POLL_POLICY,
@@ -79,6 +80,10 @@ class SyncVerificationClient:
         finally:
             cm, self._portal_cm = self._portal_cm, None
             cm.__exit__(None, None, None)
+
+    def codec(self, binding: Binding | str | None = None) -> Codec:
+        """The sans-IO codec this client sends with (see :meth:`VerificationClient.codec`)."""
+        return self._client.codec(binding)
 
     def _open_portal(self) -> BlockingPortal:
         if self._portal_cm is None:

@@ -65,7 +65,8 @@ async def async_user(base_url: str) -> list[object]:
             vc.GET_MOBILE_LOCATION, {"RequestId": request_id}, retry=vc.NO_RETRY
         )
         untyped: object = await client.call("GetMobileConsentText")
-        seen += [typed.verified, mapped.location, untyped]
+        codec: vc.Codec = client.codec(vc.Binding.HTTP_GET)
+        seen += [typed.verified, mapped.location, untyped, codec.binding]
 
         waited: vc.VerificationOutcome = await client.wait_until_verified(request_id, policy=POLICY)
         located: vc.LocationOutcome = await client.wait_for_location(request_id, policy=POLICY)
@@ -102,7 +103,7 @@ def sync_user(base_url: str) -> list[object]:
         ]
         typed: vc.VerificationResult = client.call(vc.HAS_BEEN_VERIFIED, RequestId=sent.request_id)
         text: str = client.call_with(vc.GET_MOBILE_CONSENT_TEXT, {}, before_send=lambda: None)
-        seen += [typed.verified, text]
+        seen += [typed.verified, text, client.codec().binding]
         seen.append(read_verification(client.wait_until_verified(sent.request_id, policy=POLICY)))
         seen.append(read_location_outcome(client.wait_for_location(sent.request_id, policy=POLICY)))
         for verification_outcome in client.poll_verifications([sent.request_id], policy=POLICY):

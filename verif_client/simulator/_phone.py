@@ -7,6 +7,12 @@ operations read, so HasBeenVerified, MobileLocation_GetResult and
 RevokeMobileConsent answer differently at once. Forms post back and redirect
 (POST-redirect-GET), so a reload never answers twice; only the inbox's live
 update needs JavaScript.
+
+A post from another site is refused (403): any web page the tester visits
+while the simulator runs could otherwise answer "Yes" by a hidden form. A
+browser names where a post comes from (``Origin``, or ``Sec-Fetch-Site``, or
+at least ``Referer``); the post must come from the pages' own host. A request
+naming none of them is not a browser's, so there is no visitor to forge for.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import math
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from .._results import Location
 from .._service import FORM_CONTENT_TYPE, PHONE_NUMBER
@@ -102,6 +108,24 @@ class _BadRequest(Exception):
     pass
 
 
+class _CrossSite(Exception):
+    pass
+
+
+def _from_elsewhere(request: Request) -> bool:
+    """Whether a browser says this request comes from another site."""
+    headers = request.headers
+    host = request.host.lower()
+    origin = headers.get("origin")
+    if origin is not None:
+        return origin == "null" or urlsplit(origin).netloc.lower() != host
+    fetch_site = headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        return fetch_site not in ("same-origin", "none")
+    referer = headers.get("referer")
+    return referer is not None and urlsplit(referer).netloc.lower() != host
+
+
 class PhonePages:
     """Routes ``/phone/...`` requests against one simulator."""
 
@@ -115,12 +139,17 @@ class PhonePages:
             return _html(404, pages.error_page(404, str(exc) or "Not found."))
         except _BadRequest as exc:
             return _html(400, pages.error_page(400, str(exc)))
+        except _CrossSite:
+            message = "Refused: this form was posted from another site."
+            return _html(403, pages.error_page(403, message))
 
     def _route(self, request: Request) -> Response:
         if request.path == PREFIX.rstrip("/"):
             return _redirect(PREFIX)
         parts = request.path[len(PREFIX) :].split("/")
         method = request.method
+        if method == "POST" and _from_elsewhere(request):
+            raise _CrossSite
         query = _fields(request.query)
         match parts, method:
             case [""], "GET" | "HEAD":

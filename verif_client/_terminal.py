@@ -1,0 +1,41 @@
+"""Text on its way to a terminal: made safe to print, and measured.
+
+Whatever the service or an input file says may reach the operator's terminal
+(in an error, a progress line, a printed result). A terminal obeys control
+characters: ESC and CSI sequences can retitle or clear it, move the cursor and
+print fake lines, and bidirectional overrides reorder what is shown. So every
+such character is printed as a visible escape (``\\x1b``, ``\\u202e``) instead.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Final
+
+# C0 and C1 controls, DEL, and the bidirectional embeddings/overrides/isolates.
+_UNSAFE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe(text: str) -> str:
+    """``text`` with every control character shown as an escape: one line, inert."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def width(text: str) -> int:
+    """Columns ``text`` takes on a terminal (East Asian wide characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+# What JSON leaves as is but a terminal obeys: DEL, C1 controls, bidi controls.
+_UNSAFE_IN_JSON: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_json(text: str) -> str:
+    """JSON text (C0 controls already escaped) with the rest escaped as ``\\uXXXX``: still JSON."""
+    return _UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
