@@ -45,6 +45,7 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._clock import loop_clock
 from ._compat import TypeVar
 from ._errors import DecodeError, VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
@@ -294,6 +295,7 @@ class PollStream(Generic[_O]):
         self._workers = workers
         self._rng = rng
         self._hooks = hooks
+        self._now = loop_clock()
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)
@@ -316,7 +318,7 @@ class PollStream(Generic[_O]):
         """
         if not self._input_open:
             raise RuntimeError("the input of this poll run is closed")
-        now = anyio.current_time()
+        now = self._now()
         for kind in self._kinds:
             watch = _Watch(
                 request_id, kind, now, self._policy.timeout if timeout is None else timeout
@@ -363,8 +365,9 @@ class PollStream(Generic[_O]):
 
     async def _dispatch(self, due_send: MemoryObjectSendStream[_Watch]) -> None:
         heap = self._heap
+        clock = self._now
         while self._input_open or self._active:
-            if heap and heap[0][0] <= anyio.current_time():
+            if heap and heap[0][0] <= clock():
                 watch = heapq.heappop(heap)[2]
                 try:
                     # An idle worker takes it at once: no task switch for the
@@ -376,7 +379,7 @@ class PollStream(Generic[_O]):
             self._wakeup = anyio.Event()
             if heap:
                 self._dispatcher_wakes_at = heap[0][0]
-                with anyio.move_on_after(heap[0][0] - anyio.current_time()):
+                with anyio.move_on_after(heap[0][0] - clock()):
                     await self._wakeup.wait()
             else:
                 self._dispatcher_wakes_at = math.inf
@@ -385,6 +388,7 @@ class PollStream(Generic[_O]):
 
     async def _worker(self, due: MemoryObjectReceiveStream[_Watch]) -> None:
         heap = self._heap
+        clock = self._now
         async with due:
             async for first in due:
                 watch = first
@@ -393,7 +397,7 @@ class PollStream(Generic[_O]):
                     # A busy worker takes the next due watch from the heap itself:
                     # the dispatcher's hand-off costs task switches per poll, and is
                     # only needed to wake workers that have nothing to do.
-                    if not heap or heap[0][0] > anyio.current_time():
+                    if not heap or heap[0][0] > clock():
                         break
                     watch = heapq.heappop(heap)[2]
 
@@ -413,7 +417,7 @@ class PollStream(Generic[_O]):
             error = VerifClientError(f"unexpected {type(exc).__name__}: {exc}")
             status = PollStatus.FAILED
         watch.attempts = watch.polls
-        now = anyio.current_time()
+        now = self._now()
         if self._hooks is not None:
             self._hooks.poll_polled(
                 self,
@@ -434,7 +438,7 @@ class PollStream(Generic[_O]):
         """One poll: the call, with an unreadable answer asked again under
         ``policy.retry`` (the client retries the network failures itself)."""
         retry = self._policy.retry
-        started = anyio.current_time()
+        started = self._now()
         attempt = 0
         while True:
             attempt += 1
@@ -445,7 +449,7 @@ class PollStream(Generic[_O]):
                 )
             except DecodeError:
                 pause = retry.backoff(attempt, self._rng)
-                late = anyio.current_time() + pause - started > retry.deadline
+                late = self._now() + pause - started > retry.deadline
                 if attempt >= retry.attempts or late:
                     raise
                 await anyio.sleep(pause)

@@ -298,8 +298,11 @@ async def _read_answer(connection: _Connection, cap: int, operation: str) -> Ans
     status = 0
     headers: list[tuple[str, str]] = []
     body: CappedBody | None = None
+    # A request was just written on a connection with nothing left unread
+    # (new, or found clean by _reusable): h11 needs data before any event, so
+    # read first rather than ask it.
+    event: object = h11.NEED_DATA
     while True:
-        event = h.next_event()
         if event is h11.NEED_DATA:
             try:
                 data = await stream.receive(_READ_SIZE)
@@ -311,7 +314,7 @@ async def _read_answer(connection: _Connection, cap: int, operation: str) -> Ans
                         never_sent=False,
                     ) from None
             h.receive_data(data)
-        elif isinstance(event, h11.Response):
+        elif type(event) is h11.Response:
             status = event.status_code
             headers = [
                 (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
@@ -323,19 +326,20 @@ async def _read_answer(connection: _Connection, cap: int, operation: str) -> Ans
                 elif name == b"content-encoding":
                     encoding = value.decode("latin-1")
             body = CappedBody(encoding, cap, operation)
-        elif isinstance(event, h11.Data):
+        elif type(event) is h11.Data:
             assert body is not None
             body.feed(bytes(event.data))
-        elif isinstance(event, h11.EndOfMessage):
+        elif type(event) is h11.EndOfMessage:
             assert body is not None
             return status, headers, body.value()
-        elif isinstance(event, h11.InformationalResponse):
-            continue  # 100 Continue and friends: the attempt's deadline bounds how many
+        elif type(event) is h11.InformationalResponse:
+            pass  # 100 Continue and friends: the attempt's deadline bounds how many
         else:  # ConnectionClosed before the answer ended
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
                 never_sent=False,
             )
+        event = h.next_event()
 
 
 def _reusable(connection: _Connection) -> bool:
