@@ -42,6 +42,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypedDict, get_args
 
 import anyio
+import anyio.lowlevel
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -308,7 +309,7 @@ class PollStream(Generic[_O]):
         self._results_in, self._results_out = anyio.create_memory_object_stream(math.inf)
 
     def __aiter__(self) -> AsyncIterator[_O]:
-        return self._results_out.__aiter__()
+        return _Settled(self._results_out)
 
     def add(self, request_id: int, *, timeout: float | None = None) -> None:
         """Start watching one more id (first poll after ``policy.initial_delay``).
@@ -478,6 +479,34 @@ class PollStream(Generic[_O]):
         self._results_in.send_nowait(outcome)
         if not self._active:
             self._wakeup.set()
+
+
+class _Settled(AsyncIterator[_O]):
+    """The outcomes as they settle, one yield to the event loop fewer each.
+
+    A memory stream's receive() always yields before it looks, even when
+    outcomes wait in its buffer: a full event-loop pass per outcome. Here an
+    outcome already there is taken at once (cancellation still checked); the
+    stream is awaited only when it is empty.
+    """
+
+    __slots__ = ("_results",)
+
+    def __init__(self, results: MemoryObjectReceiveStream[_O]) -> None:
+        self._results = results
+
+    async def __anext__(self) -> _O:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            return self._results.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+        try:
+            return await self._results.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
 
 
 @asynccontextmanager
