@@ -320,14 +320,15 @@ class PollStream(Generic[_O]):
         if not self._input_open:
             raise RuntimeError("the input of this poll run is closed")
         now = self._now()
+        if timeout is None:
+            timeout = self._policy.timeout
         for kind in self._kinds:
-            watch = _Watch(
-                request_id, kind, now, self._policy.timeout if timeout is None else timeout
-            )
+            watch = _Watch(request_id, kind, now, timeout)
             self._active += 1
             self._schedule(watch, now + self._policy.delay(1, self._rng))
             if self._hooks is not None:
-                self._hooks.poll_added(self, kind.operation.name, request_id, watch.deadline - now)
+                # The timeout as given: (now + timeout) - now is not always it in floats.
+                self._hooks.poll_added(self, kind.operation.name, request_id, timeout)
 
     def close_input(self) -> None:
         """No more ids will be added: the stream ends once the last settles."""
