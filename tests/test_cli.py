@@ -60,6 +60,27 @@ def test_call_prints_the_typed_result_as_json(
     assert json.loads(capsys.readouterr().out) == service.consent_text
 
 
+def test_call_takes_a_wire_name_in_any_case_and_sends_the_contracts_spelling(
+    service: Simulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GET/POST operation names are case sensitive at the service (as ASMX):
+    # an answer proves the canonical name went out.
+    assert main(["call", "getmobileconsenttext", "--binding", "http-get"]) == 0
+    assert json.loads(capsys.readouterr().out) == service.consent_text
+    assert [r.operation for r in service.requests] == ["GetMobileConsentText"]
+
+
+def test_call_escapes_control_characters_from_the_service_in_its_json(
+    service: Simulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # XML cannot carry ESC itself; its C1 twin (CSI) and a bidi override it can.
+    service.consent_text = "ok\x9b2J\u202eevil"
+    assert main(["call", "GetMobileConsentText", "--binding", "http-post"]) == 0
+    out = capsys.readouterr().out
+    assert "\x9b" not in out and "\u202e" not in out
+    assert "\\u009b" in out
+    assert json.loads(out) == service.consent_text
+
 def test_errors_are_one_line_with_a_non_zero_exit(
     service: Simulator, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
