@@ -77,9 +77,11 @@ def test_call_escapes_control_characters_from_the_service_in_its_json(
     service.consent_text = "ok\x9b2J\u202eevil"
     assert main(["call", "GetMobileConsentText", "--binding", "http-post"]) == 0
     out = capsys.readouterr().out
-    assert "\x9b" not in out and "\u202e" not in out
+    assert "\x9b" not in out
+    assert "\u202e" not in out
     assert "\\u009b" in out
     assert json.loads(out) == service.consent_text
+
 
 def test_errors_are_one_line_with_a_non_zero_exit(
     service: Simulator, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
