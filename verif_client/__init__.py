@@ -1,7 +1,5 @@
 """Async client for the GIACT VerificationServices v5 SecureLink / mobile consent operations."""
 
-from types import FunctionType
-
 from ._bindings import codec_for
 from ._client import VerificationClient
 from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
@@ -40,6 +38,7 @@ from ._operations import (
 )
 from ._otel import OpenTelemetryHooks
 from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
+from ._public import show_as_public
 from ._ratelimit import Limiter, RateLimiter
 from ._results import Location, LocationResult, RequestResult, VerificationResult
 from ._retry import NO_RETRY, RetryPolicy
@@ -55,15 +54,6 @@ from ._sync import SyncVerificationClient
 __version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it from here
 
 __all__ = [
-    "OpenTelemetryHooks",
-    "RetryScheduled",
-    "RequestStarted",
-    "RequestEnded",
-    "PollSettled",
-    "PollPolled",
-    "PollAdded",
-    "LimitWaited",
-    "Hooks",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_NAMESPACE",
     "ENDPOINT_PATH",
@@ -85,20 +75,29 @@ __all__ = [
     "DeliveryUnknownError",
     "HTTPRequest",
     "HTTPStatusError",
+    "Hooks",
+    "LimitWaited",
+    "Limiter",
     "Location",
     "LocationOutcome",
-    "Limiter",
     "LocationResult",
+    "OpenTelemetryHooks",
     "Operation",
+    "PollAdded",
     "PollPolicy",
+    "PollPolled",
+    "PollSettled",
     "PollStatus",
     "PollStream",
     "RateLimiter",
+    "RequestEnded",
     "RequestResult",
+    "RequestStarted",
     "RequestValidationError",
     "ResponseError",
     "ResponseTooLargeError",
     "RetryPolicy",
+    "RetryScheduled",
     "SoapFault",
     "SyncVerificationClient",
     "TransportError",
@@ -112,13 +111,4 @@ __all__ = [
 ]
 
 
-def _show_public_names_here() -> None:
-    # Reprs and tracebacks then say verif_client.SoapFault, the name users import,
-    # not the private module it happens to be defined in.
-    for name in __all__:
-        value = globals()[name]
-        if isinstance(value, type | FunctionType) and value.__module__.startswith(__name__ + "._"):
-            value.__module__ = __name__
-
-
-_show_public_names_here()
+show_as_public(__name__, globals(), __all__)

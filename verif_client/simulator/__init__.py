@@ -6,6 +6,7 @@
 ``verif_client`` does not import this package.
 """
 
+from .._public import show_as_public
 from ._config import DEFAULT_CONSENT_TEXT, DEFAULT_LOCATION, Script, SimulatorConfig
 from ._server import ConnectionDropped, Server, serve, serve_in_thread
 from ._simulator import LoggedRequest, Simulator
@@ -24,3 +25,5 @@ __all__ = [
     "serve",
     "serve_in_thread",
 ]
+
+show_as_public(__name__, globals(), __all__)
