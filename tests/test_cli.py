@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from verif_client import _cli as cli
 from verif_client._cli import main, parse_duration
 from verif_client.simulator import Simulator, serve_in_thread
 
@@ -172,3 +173,18 @@ def test_durations_take_seconds_or_a_unit(text: str, seconds: float) -> None:
 def test_a_bad_duration_is_refused() -> None:
     with pytest.raises(SystemExit):
         main(["bulk", "run", "--journal", "j", "--output", "o", "--deadline", "soon"])
+
+
+def test_a_bug_of_ours_is_one_line_and_exit_70_with_the_traceback_under_verbose(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No input reaches a bug on purpose: one is planted where every command passes.
+    def planted(args: object) -> int:
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(cli, "_dispatch", planted)
+    assert main(["call", "GetMobileConsentText"]) == 70
+    err = capsys.readouterr().err
+    assert err == "verif-client: internal error: ZeroDivisionError: planted (-v shows more)\n"
+    assert main(["-v", "call", "GetMobileConsentText"]) == 70
+    assert "Traceback" in capsys.readouterr().err

@@ -110,7 +110,8 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--timeout",
         type=POSITIVE,
-        help="seconds to wait for each answer (default 30; VERIF_TIMEOUT)",
+        help="seconds one HTTP attempt may take in all, connect to last byte "
+        "(default 30; VERIF_TIMEOUT)",
     )
     group.add_argument(
         "--rate",
@@ -145,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "operations. The password is read from VERIF_API_PASSWORD, never from a flag. "
         "Exit status: 0 done, 1 service or network error, 2 bad usage or input, "
         "3 journal problem, 4 bulk job done with failed or unknown rows, "
-        "130/143 stopped by SIGINT/SIGTERM.",
+        "70 a bug in verif-client, 130/143 stopped by SIGINT/SIGTERM.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
