@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -186,5 +187,12 @@ def test_a_bug_of_ours_is_one_line_and_exit_70_with_the_traceback_under_verbose(
     assert main(["call", "GetMobileConsentText"]) == 70
     err = capsys.readouterr().err
     assert err == "verif-client: internal error: ZeroDivisionError: planted (-v shows more)\n"
-    assert main(["-v", "call", "GetMobileConsentText"]) == 70
+    library = logging.getLogger("verif_client")
+    level, handlers = library.level, list(library.handlers)
+    try:
+        assert main(["-v", "call", "GetMobileConsentText"]) == 70
+    finally:
+        # -v turns the library's DEBUG log on for the process: not for the tests after this one.
+        library.setLevel(level)
+        library.handlers[:] = handlers
     assert "Traceback" in capsys.readouterr().err
