@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from . import _hooks
 from ._bindings import codec_for
 from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
@@ -32,21 +31,7 @@ from ._operations import (
     Operation,
     get_operation,
 )
-from ._polling import (
-    BOTH,
-    DEFAULT_POLL_POLICY,
-    LOCATION,
-    VERIFICATION,
-    LocationOutcome,
-    Outcome,
-    PollKind,
-    PollPolicy,
-    PollRunOptions,
-    PollStream,
-    VerificationOutcome,
-    VerifiedDialect,
-    poll,
-)
+from ._pollpolicy import DEFAULT_POLL_POLICY, PollPolicy, VerifiedDialect
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
@@ -64,6 +49,16 @@ from ._transport._pool import ConnectionPool
 if TYPE_CHECKING:
     import httpx
 
+    from . import _hooks
+    from ._polling import (
+        LocationOutcome,
+        Outcome,
+        PollKind,
+        PollRunOptions,
+        PollStream,
+        VerificationOutcome,
+    )
+
 # The pool's cost per request does not grow with its size (README, Performance:
 # CPU per request is flat from 16 to 1,024 connections), so the default is set
 # by latency instead: 100 connections, like poll_verifications' default
@@ -74,7 +69,7 @@ DEFAULT_MAX_CONNECTIONS: Final = 100
 logger = logging.getLogger("verif_client")
 
 R = TypeVar("R")
-_O = TypeVar("_O", bound=Outcome)
+_O = TypeVar("_O", bound="Outcome")
 RequestIds = Iterable[int] | AsyncIterable[int]
 
 
@@ -154,7 +149,13 @@ class VerificationClient:
         self._rate: Limiter | None = rate_limiter
         self._rng = random.Random()
         self._closed = False
-        self._hooks = _hooks.dispatch(hooks, self.base_url)
+        self._hooks: _hooks.Dispatch | None = None
+        if hooks is not None:
+            # Hooks, their events and the poll machinery they report on are
+            # imported only when used (README, Performance: start-up).
+            from . import _hooks
+
+            self._hooks = _hooks.dispatch(hooks, self.base_url)
         # What the service has shown of its Verified dialect (see PollPolicy.false_means).
         self._verified_dialect = VerifiedDialect()
 
@@ -360,12 +361,16 @@ class VerificationClient:
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> VerificationOutcome:
         """Poll HasBeenVerified for one id until it settles (see :class:`PollPolicy`)."""
+        from ._polling import VERIFICATION
+
         return await self._wait_one(VERIFICATION, request_id, policy)
 
     async def wait_for_location(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> LocationOutcome:
         """Poll MobileLocation_GetResult for one id until it settles."""
+        from ._polling import LOCATION
+
         return await self._wait_one(LOCATION, request_id, policy)
 
     async def _wait_one(self, kind: PollKind[_O], request_id: int, policy: PollPolicy) -> _O:
@@ -383,12 +388,16 @@ class VerificationClient:
         (``PollPolicy()``), ``max_concurrency`` (100 calls in flight at most)
         and ``keep_open`` (False; True keeps the input open for ``add()`` until
         ``close_input()``)."""
+        from ._polling import VERIFICATION
+
         return self._poll((VERIFICATION,), request_ids, **options)
 
     def poll_locations(
         self, request_ids: RequestIds = (), **options: Unpack[PollRunOptions]
     ) -> AbstractAsyncContextManager[PollStream[LocationOutcome]]:
         """Like :meth:`poll_verifications`, for MobileLocation_GetResult."""
+        from ._polling import LOCATION
+
         return self._poll((LOCATION,), request_ids, **options)
 
     def poll_verifications_and_locations(
@@ -396,6 +405,8 @@ class VerificationClient:
     ) -> AbstractAsyncContextManager[PollStream[Outcome]]:
         """Watch both for the same ids: one VerificationOutcome and one
         LocationOutcome per id, each as it settles."""
+        from ._polling import BOTH
+
         return self._poll(BOTH, request_ids, **options)
 
     def _poll(
@@ -409,6 +420,8 @@ class VerificationClient:
     ) -> AbstractAsyncContextManager[PollStream[_O]]:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        from ._polling import poll
+
         return poll(
             self.call_with,
             request_ids,
@@ -495,7 +508,11 @@ class VerificationClient:
             self._rate = RateLimiter(self.rate_limit)
         if self._rate is not None:
             acquire = self._rate.acquire()
-            await (acquire if self._hooks is None else self._hooks.wait(_hooks.RATE_LIMIT, acquire))
+            await (
+                acquire
+                if self._hooks is None
+                else self._hooks.wait(self._hooks.RATE_LIMIT, acquire)
+            )
         limiter = self._capacity()
         # acquire() always yields to the event loop, even with tokens to spare: a
         # whole loop iteration (a select() call) per request. Take a free token
@@ -504,7 +521,8 @@ class VerificationClient:
             limiter.acquire_nowait()
         except anyio.WouldBlock:
             waiting = limiter.acquire()
-            await (waiting if self._hooks is None else self._hooks.wait(_hooks.CONNECTION, waiting))
+            hooks = self._hooks
+            await (waiting if hooks is None else hooks.wait(hooks.CONNECTION, waiting))
         try:
             if before_send is not None:
                 await before_send()
