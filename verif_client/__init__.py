@@ -41,6 +41,7 @@ from ._service import (
     SANDBOX_BASE_URL,
     Binding,
 )
+from ._transport import SendError, Transport
 
 if TYPE_CHECKING:
     from ._hooks import (
@@ -122,8 +123,10 @@ __all__ = [
     "ResponseError",
     "ResponseTooLargeError",
     "RetryPolicy",
+    "SendError",
     "SoapFault",
     "SyncVerificationClient",
+    "Transport",
     "TransportError",
     "VerifClientError",
     "VerificationClient",
