@@ -142,3 +142,49 @@ def test_import_leaves_out_what_a_first_call_does_not_need() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "verif_client verif_client"]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_an_httpx_transport_gets_the_request_httpx_itself_would_build(binding: str) -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, content=b"")
+
+    async with client(httpx.MockTransport(answer), binding=binding, timeout=7.0) as c:
+        for call in (
+            c.send_confirmation_sms("5551234567", "Did you ask to pay? é"),
+            c.get_mobile_consent_text(),
+        ):
+            with pytest.raises(vc.VerifClientError):
+                await call
+    codec = c.codec()
+    for request, (op, params) in zip(
+        seen,
+        [
+            (vc.SEND_CONFIRMATION_SMS, {"PhoneNumber": "5551234567"}),
+            (vc.GET_MOBILE_CONSENT_TEXT, {}),
+        ],
+        strict=True,
+    ):
+        assert request.extensions["timeout"] == dict.fromkeys(
+            ("connect", "read", "write", "pool"), 7.0
+        )
+        described = codec.encode(
+            op,
+            {**params, "ConfirmationQuestion": "Did you ask to pay? é"} if params else {},
+            credentials=vc.Credentials("user", "pass"),
+        )
+        expected = httpx.Request(
+            described.method,
+            "http://sim" + described.path,
+            headers=[*described.headers, ("Accept-Encoding", "gzip, deflate")],
+            content=described.body,
+        )
+        assert (request.method, request.url, request.headers.raw, request.content) == (
+            expected.method,
+            expected.url,
+            expected.headers.raw,
+            expected.content,
+        )
