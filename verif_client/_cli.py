@@ -36,7 +36,7 @@ from ._errors import VerifClientError
 from ._hooks import Hooks
 from ._journal import ALL_STATES, FINAL_STATES, Journal, JournalError, RowState, open_journal
 from ._operations import OPERATIONS, get_operation
-from ._polling import FalseMeans, PollPolicy
+from ._pollpolicy import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
 from ._terminal import safe, safe_json
