@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from verif_client import _cli as cli
 from verif_client._cli import main, parse_duration
 from verif_client.simulator import Simulator, serve_in_thread
 
@@ -58,6 +60,29 @@ def test_call_prints_the_typed_result_as_json(
     assert json.loads(capsys.readouterr().out) == {"verified": None, "error_message": None}
     assert main(["call", "GetMobileConsentText", "--binding", binding]) == 0
     assert json.loads(capsys.readouterr().out) == service.consent_text
+
+
+def test_call_takes_a_wire_name_in_any_case_and_sends_the_contracts_spelling(
+    service: Simulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GET/POST operation names are case sensitive at the service (as ASMX):
+    # an answer proves the canonical name went out.
+    assert main(["call", "getmobileconsenttext", "--binding", "http-get"]) == 0
+    assert json.loads(capsys.readouterr().out) == service.consent_text
+    assert [r.operation for r in service.requests] == ["GetMobileConsentText"]
+
+
+def test_call_escapes_control_characters_from_the_service_in_its_json(
+    service: Simulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # XML cannot carry ESC itself; its C1 twin (CSI) and a bidi override it can.
+    service.consent_text = "ok\x9b2J\u202eevil"
+    assert main(["call", "GetMobileConsentText", "--binding", "http-post"]) == 0
+    out = capsys.readouterr().out
+    assert "\x9b" not in out
+    assert "\u202e" not in out
+    assert "\\u009b" in out
+    assert json.loads(out) == service.consent_text
 
 
 def test_errors_are_one_line_with_a_non_zero_exit(
@@ -149,3 +174,25 @@ def test_durations_take_seconds_or_a_unit(text: str, seconds: float) -> None:
 def test_a_bad_duration_is_refused() -> None:
     with pytest.raises(SystemExit):
         main(["bulk", "run", "--journal", "j", "--output", "o", "--deadline", "soon"])
+
+
+def test_a_bug_of_ours_is_one_line_and_exit_70_with_the_traceback_under_verbose(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No input reaches a bug on purpose: one is planted where every command passes.
+    def planted(args: object) -> int:
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(cli, "_dispatch", planted)
+    assert main(["call", "GetMobileConsentText"]) == 70
+    err = capsys.readouterr().err
+    assert err == "verif-client: internal error: ZeroDivisionError: planted (-v shows more)\n"
+    library = logging.getLogger("verif_client")
+    level, handlers = library.level, list(library.handlers)
+    try:
+        assert main(["-v", "call", "GetMobileConsentText"]) == 70
+    finally:
+        # -v turns the library's DEBUG log on for the process: not for the tests after this one.
+        library.setLevel(level)
+        library.handlers[:] = handlers
+    assert "Traceback" in capsys.readouterr().err

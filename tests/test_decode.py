@@ -316,3 +316,27 @@ def test_doubles_decode_exactly(number: Number) -> None:
     assert isinstance(result, vc.LocationResult)
     assert result.location is not None
     assert repr(result.location.latitude) == repr(number.value)
+
+
+NS = "http://api.giact.com/verificationservices/v5"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+NULL_CONSENT_TEXT = {
+    # ASMX leaves a null string result out of the SOAP response element...
+    vc.Binding.SOAP11: (
+        f'<?xml version="1.0" encoding="utf-8"?><soap:Envelope xmlns:soap='
+        f'"http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="{XSI}"><soap:Body>'
+        f'<GetMobileConsentTextResponse xmlns="{NS}" /></soap:Body></soap:Envelope>'
+    ),
+    # ...and writes it nil as the bare GET/POST document.
+    vc.Binding.HTTP_GET: (
+        f'<?xml version="1.0" encoding="utf-8"?>\r\n<string xmlns:xsi="{XSI}" '
+        f'xsi:nil="true" xmlns="{NS}" />'
+    ),
+}
+
+
+@pytest.mark.parametrize("binding", list(NULL_CONSENT_TEXT))
+def test_a_null_consent_text_reads_as_empty(binding: vc.Binding) -> None:
+    headers = {"Content-Type": "text/xml; charset=utf-8"}
+    body = NULL_CONSENT_TEXT[binding].encode()
+    assert vc.codec_for(binding).decode(vc.GET_MOBILE_CONSENT_TEXT, 200, headers, body) == ""

@@ -3,6 +3,7 @@ methods, and a user's fully typed script running against the simulator."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -76,6 +77,31 @@ def test_public_names_show_as_verif_client_dot_name() -> None:
         printed = traceback.format_exc()
     assert "verif_client.HTTPStatusError: HTTP 503: Service Unavailable" in printed
     assert "_errors" not in printed.splitlines()[-1]
+
+
+@pytest.mark.parametrize("module_name", ["verif_client.bulk", "verif_client.simulator"])
+def test_the_public_modules_names_show_under_their_module_too(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert value.__module__ == module_name, name
+
+
+def test_every_error_the_package_exports_is_a_verif_client_error() -> None:
+    import verif_client.bulk as bulk
+
+    # SendError is the one a Transport of the user's raises *to* the client, which
+    # turns it into a TransportError: no caller ever catches it.
+    raised_to_us = {"SendError"}
+    for module in (vc, bulk):
+        for name in set(module.__all__) - raised_to_us:
+            value = getattr(module, name)
+            if inspect.isclass(value) and issubclass(value, Exception):
+                assert issubclass(value, vc.VerifClientError), name
+    assert repr(bulk.JournalBusyError) == "<class 'verif_client.bulk.JournalBusyError'>"
+    again = pickle.loads(pickle.dumps(bulk.JournalBusyError("job.sqlite: in use")))
+    assert type(again) is bulk.JournalBusyError
 
 
 def test_errors_still_pickle_under_their_public_names() -> None:

@@ -1,6 +1,7 @@
 """Async client for the GIACT VerificationServices v5 SecureLink / mobile consent operations."""
 
-from types import FunctionType
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from ._bindings import codec_for
 from ._client import VerificationClient
@@ -17,16 +18,6 @@ from ._errors import (
     TransportError,
     VerifClientError,
 )
-from ._hooks import (
-    Hooks,
-    LimitWaited,
-    PollAdded,
-    PollPolled,
-    PollSettled,
-    RequestEnded,
-    RequestStarted,
-    RetryScheduled,
-)
 from ._operations import (
     GET_MOBILE_CONSENT_TEXT,
     GET_MOBILE_LOCATION,
@@ -38,8 +29,8 @@ from ._operations import (
     Operation,
     get_operation,
 )
-from ._otel import OpenTelemetryHooks
-from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
+from ._pollpolicy import PollPolicy, PollStatus
+from ._public import show_as_public
 from ._ratelimit import Limiter, RateLimiter
 from ._results import Location, LocationResult, RequestResult, VerificationResult
 from ._retry import NO_RETRY, RetryPolicy
@@ -50,20 +41,44 @@ from ._service import (
     SANDBOX_BASE_URL,
     Binding,
 )
-from ._sync import SyncVerificationClient
+from ._transport import SendError, Transport
+
+if TYPE_CHECKING:
+    from ._hooks import (
+        Hooks,
+        LimitWaited,
+        PollAdded,
+        PollPolled,
+        PollSettled,
+        RequestEnded,
+        RequestStarted,
+        RetryScheduled,
+    )
+    from ._otel import OpenTelemetryHooks
+    from ._polling import LocationOutcome, PollStream, VerificationOutcome
+    from ._sync import SyncVerificationClient
+
+# Public names whose modules a first call does not need: imported on first
+# access (README, Performance: start-up), then kept in this module's namespace.
+_LAZY = {
+    "Hooks": "._hooks",
+    "LimitWaited": "._hooks",
+    "PollAdded": "._hooks",
+    "PollPolled": "._hooks",
+    "PollSettled": "._hooks",
+    "RequestEnded": "._hooks",
+    "RequestStarted": "._hooks",
+    "RetryScheduled": "._hooks",
+    "OpenTelemetryHooks": "._otel",
+    "LocationOutcome": "._polling",
+    "PollStream": "._polling",
+    "VerificationOutcome": "._polling",
+    "SyncVerificationClient": "._sync",
+}
 
 __version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it from here
 
 __all__ = [
-    "OpenTelemetryHooks",
-    "RetryScheduled",
-    "RequestStarted",
-    "RequestEnded",
-    "PollSettled",
-    "PollPolled",
-    "PollAdded",
-    "LimitWaited",
-    "Hooks",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_NAMESPACE",
     "ENDPOINT_PATH",
@@ -85,22 +100,33 @@ __all__ = [
     "DeliveryUnknownError",
     "HTTPRequest",
     "HTTPStatusError",
+    "Hooks",
+    "LimitWaited",
+    "Limiter",
     "Location",
     "LocationOutcome",
-    "Limiter",
     "LocationResult",
+    "OpenTelemetryHooks",
     "Operation",
+    "PollAdded",
     "PollPolicy",
+    "PollPolled",
+    "PollSettled",
     "PollStatus",
     "PollStream",
     "RateLimiter",
+    "RequestEnded",
     "RequestResult",
+    "RequestStarted",
     "RequestValidationError",
     "ResponseError",
     "ResponseTooLargeError",
     "RetryPolicy",
+    "RetryScheduled",
+    "SendError",
     "SoapFault",
     "SyncVerificationClient",
+    "Transport",
     "TransportError",
     "VerifClientError",
     "VerificationClient",
@@ -112,13 +138,19 @@ __all__ = [
 ]
 
 
-def _show_public_names_here() -> None:
-    # Reprs and tracebacks then say verif_client.SoapFault, the name users import,
-    # not the private module it happens to be defined in.
-    for name in __all__:
-        value = globals()[name]
-        if isinstance(value, type | FunctionType) and value.__module__.startswith(__name__ + "._"):
-            value.__module__ = __name__
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    loaded = import_module(module, __name__)
+    names = [other for other, home in _LAZY.items() if home == module]
+    show_as_public(__name__, vars(loaded), names)
+    globals().update({other: getattr(loaded, other) for other in names})
+    return globals()[name]
 
 
-_show_public_names_here()
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+show_as_public(__name__, globals(), [name for name in __all__ if name not in _LAZY])

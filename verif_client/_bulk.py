@@ -49,7 +49,8 @@ from ._journal import (
     different_input_error,
 )
 from ._operations import get_operation
-from ._polling import LocationOutcome, PollPolicy, PollStatus, PollStream, VerificationOutcome
+from ._polling import LocationOutcome, PollStream, VerificationOutcome
+from ._pollpolicy import PollPolicy, PollStatus
 from ._results import RequestResult
 from ._service import Binding
 from ._terminal import safe

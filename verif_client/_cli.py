@@ -20,6 +20,7 @@ import anyio
 import attrs
 
 from . import __version__, _prometheus, _xsd
+from ._argtypes import POSITIVE, POSITIVE_COUNT
 from ._bulk import (
     BulkInputError,
     BulkOptions,
@@ -35,7 +36,7 @@ from ._errors import VerifClientError
 from ._hooks import Hooks
 from ._journal import ALL_STATES, FINAL_STATES, Journal, JournalError, RowState, open_journal
 from ._operations import OPERATIONS, get_operation
-from ._polling import FalseMeans, PollPolicy
+from ._pollpolicy import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
 from ._terminal import safe, safe_json
@@ -72,20 +73,6 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
-
-
 def _binding(text: str) -> Binding:
     try:
         return Binding(text)
@@ -99,8 +86,8 @@ _FROM_ENVIRONMENT: Final[tuple[tuple[str, str, Callable[[str], object]], ...]] =
     ("base_url", "VERIF_BASE_URL", str),
     ("username", "VERIF_API_USERNAME", str),
     ("binding", "VERIF_BINDING", _binding),
-    ("timeout", "VERIF_TIMEOUT", _positive_float),
-    ("rate", "VERIF_RATE", _positive_float),
+    ("timeout", "VERIF_TIMEOUT", POSITIVE),
+    ("rate", "VERIF_RATE", POSITIVE),
 )
 
 
@@ -122,12 +109,13 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--timeout",
-        type=_positive_float,
-        help="seconds to wait for each answer (default 30; VERIF_TIMEOUT)",
+        type=POSITIVE,
+        help="seconds one HTTP attempt may take in all, connect to last byte "
+        "(default 30; VERIF_TIMEOUT)",
     )
     group.add_argument(
         "--rate",
-        type=_positive_float,
+        type=POSITIVE,
         help="at most this many requests per second, all calls; for a bulk job, "
         "all of its workers together (default: no limit; VERIF_RATE)",
     )
@@ -158,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "operations. The password is read from VERIF_API_PASSWORD, never from a flag. "
         "Exit status: 0 done, 1 service or network error, 2 bad usage or input, "
         "3 journal problem, 4 bulk job done with failed or unknown rows, "
-        "130/143 stopped by SIGINT/SIGTERM.",
+        "70 a bug in verif-client, 130/143 stopped by SIGINT/SIGTERM.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
@@ -207,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--location", action="store_true", help="also wait for each location")
     run.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=POSITIVE_COUNT,
         default=50,
         help="requests in flight at once (default 50)",
     )
@@ -249,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="a bulk job against the in-process simulator")
     demo.add_argument(
-        "--rows", type=_positive_int, default=1000, help="numbers in the job (default 1000)"
+        "--rows", type=POSITIVE_COUNT, default=1000, help="numbers in the job (default 1000)"
     )
     demo.add_argument("--keep", metavar="DIR", help="keep the journal and output in DIR")
     for command in (call, simulate, run, status, export, demo):

@@ -8,12 +8,11 @@ import ssl
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, Unpack, cast, overload
 from urllib.parse import urlsplit
 
 import anyio
 
-from . import _hooks
 from ._bindings import codec_for
 from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
@@ -32,21 +31,7 @@ from ._operations import (
     Operation,
     get_operation,
 )
-from ._polling import (
-    BOTH,
-    DEFAULT_POLL_POLICY,
-    LOCATION,
-    VERIFICATION,
-    LocationOutcome,
-    Outcome,
-    PollKind,
-    PollPolicy,
-    PollRunOptions,
-    PollStream,
-    VerificationOutcome,
-    VerifiedDialect,
-    poll,
-)
+from ._pollpolicy import DEFAULT_POLL_POLICY, PollPolicy, VerifiedDialect
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
@@ -58,11 +43,21 @@ from ._service import (
     Binding,
     parse_binding,
 )
-from ._transport import Answer, Sender, SendError
+from ._transport import Answer, Sender, SendError, Transport
 from ._transport._pool import ConnectionPool
 
 if TYPE_CHECKING:
     import httpx
+
+    from . import _hooks
+    from ._polling import (
+        LocationOutcome,
+        Outcome,
+        PollKind,
+        PollRunOptions,
+        PollStream,
+        VerificationOutcome,
+    )
 
 # The pool's cost per request does not grow with its size (README, Performance:
 # CPU per request is flat from 16 to 1,024 connections), so the default is set
@@ -74,7 +69,7 @@ DEFAULT_MAX_CONNECTIONS: Final = 100
 logger = logging.getLogger("verif_client")
 
 R = TypeVar("R")
-_O = TypeVar("_O", bound=Outcome)
+_O = TypeVar("_O", bound="Outcome")
 RequestIds = Iterable[int] | AsyncIterable[int]
 
 
@@ -105,7 +100,7 @@ class VerificationClient:
         validate: bool = True,
         verify: bool | ssl.SSLContext = True,
         http_client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | Transport | None = None,
         hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
         username_is_secret: bool = False,
     ) -> None:
@@ -154,7 +149,13 @@ class VerificationClient:
         self._rate: Limiter | None = rate_limiter
         self._rng = random.Random()
         self._closed = False
-        self._hooks = _hooks.dispatch(hooks, self.base_url)
+        self._hooks: _hooks.Dispatch | None = None
+        if hooks is not None:
+            # Hooks, their events and the poll machinery they report on are
+            # imported only when used (README, Performance: start-up).
+            from . import _hooks
+
+            self._hooks = _hooks.dispatch(hooks, self.base_url)
         # What the service has shown of its Verified dialect (see PollPolicy.false_means).
         self._verified_dialect = VerifiedDialect()
 
@@ -194,16 +195,23 @@ class VerificationClient:
         if self._closed:
             raise RuntimeError("this VerificationClient is closed")
         if self._connections is None:
-            if self._http is None and self._transport is None:
+            transport = self._transport
+            if self._http is None and transport is None:
                 self._connections = ConnectionPool(
                     self.base_url, verify=self._verify, max_idle=self.max_connections
                 )
+            elif transport is not None and not hasattr(transport, "handle_async_request"):
+                # A verif_client.Transport (Simulator.transport(), say) is
+                # driven as it is: no httpx objects on the path at all.
+                self._connections = transport
             else:
                 # httpx is loaded only for what the user brings.
                 from ._transport._httpx import HttpxSender
 
                 self._connections = HttpxSender(
-                    self.base_url, http_client=self._http, transport=self._transport
+                    self.base_url,
+                    http_client=self._http,
+                    transport=cast("httpx.AsyncBaseTransport | None", transport),
                 )
         return self._connections
 
@@ -360,12 +368,16 @@ class VerificationClient:
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> VerificationOutcome:
         """Poll HasBeenVerified for one id until it settles (see :class:`PollPolicy`)."""
+        from ._polling import VERIFICATION
+
         return await self._wait_one(VERIFICATION, request_id, policy)
 
     async def wait_for_location(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> LocationOutcome:
         """Poll MobileLocation_GetResult for one id until it settles."""
+        from ._polling import LOCATION
+
         return await self._wait_one(LOCATION, request_id, policy)
 
     async def _wait_one(self, kind: PollKind[_O], request_id: int, policy: PollPolicy) -> _O:
@@ -383,12 +395,16 @@ class VerificationClient:
         (``PollPolicy()``), ``max_concurrency`` (100 calls in flight at most)
         and ``keep_open`` (False; True keeps the input open for ``add()`` until
         ``close_input()``)."""
+        from ._polling import VERIFICATION
+
         return self._poll((VERIFICATION,), request_ids, **options)
 
     def poll_locations(
         self, request_ids: RequestIds = (), **options: Unpack[PollRunOptions]
     ) -> AbstractAsyncContextManager[PollStream[LocationOutcome]]:
         """Like :meth:`poll_verifications`, for MobileLocation_GetResult."""
+        from ._polling import LOCATION
+
         return self._poll((LOCATION,), request_ids, **options)
 
     def poll_verifications_and_locations(
@@ -396,6 +412,8 @@ class VerificationClient:
     ) -> AbstractAsyncContextManager[PollStream[Outcome]]:
         """Watch both for the same ids: one VerificationOutcome and one
         LocationOutcome per id, each as it settles."""
+        from ._polling import BOTH
+
         return self._poll(BOTH, request_ids, **options)
 
     def _poll(
@@ -409,6 +427,8 @@ class VerificationClient:
     ) -> AbstractAsyncContextManager[PollStream[_O]]:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        from ._polling import poll
+
         return poll(
             self.call_with,
             request_ids,
@@ -440,7 +460,8 @@ class VerificationClient:
         hook = _once(before_send) if before_send is not None else None
         while True:
             attempt += 1
-            began = anyio.current_time()
+            # The clock is read once for the first attempt (about 2 µs a read).
+            began = started if attempt == 1 else anyio.current_time()
             # One deadline per attempt, and no attempt outlives the call's deadline.
             left = policy.deadline - (began - started)
             time_limit = self.timeout if attempt == 1 else max(0.0, min(self.timeout, left))
@@ -495,7 +516,11 @@ class VerificationClient:
             self._rate = RateLimiter(self.rate_limit)
         if self._rate is not None:
             acquire = self._rate.acquire()
-            await (acquire if self._hooks is None else self._hooks.wait(_hooks.RATE_LIMIT, acquire))
+            await (
+                acquire
+                if self._hooks is None
+                else self._hooks.wait(self._hooks.RATE_LIMIT, acquire)
+            )
         limiter = self._capacity()
         # acquire() always yields to the event loop, even with tokens to spare: a
         # whole loop iteration (a select() call) per request. Take a free token
@@ -504,7 +529,8 @@ class VerificationClient:
             limiter.acquire_nowait()
         except anyio.WouldBlock:
             waiting = limiter.acquire()
-            await (waiting if self._hooks is None else self._hooks.wait(_hooks.CONNECTION, waiting))
+            hooks = self._hooks
+            await (waiting if hooks is None else hooks.wait(hooks.CONNECTION, waiting))
         try:
             if before_send is not None:
                 await before_send()

@@ -14,7 +14,7 @@ from ._bulk import BulkOptions, load_input, run_bulk
 from ._cli import print_counts
 from ._client import VerificationClient
 from ._journal import open_journal
-from ._polling import PollPolicy
+from ._pollpolicy import PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
 

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import anyio
 import attrs
 
-from ._polling import PollStatus
+from ._pollpolicy import PollStatus
 from ._service import Binding
 
 logger = logging.getLogger("verif_client")
@@ -201,6 +201,11 @@ _CURRENT: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
 class Dispatch:
     """Fans each event out to the hooks that want it; the client's and the
     poller's only contact with hooks."""
+
+    # The kinds of wait, here too: the client reaches them through its
+    # dispatch, so that a client without hooks never imports this module.
+    RATE_LIMIT: Final = RATE_LIMIT
+    CONNECTION: Final = CONNECTION
 
     def __init__(self, hooks: Sequence[object], base_url: str) -> None:
         self._listeners: dict[str, list[tuple[object, Callable[[object], None]]]] = {}

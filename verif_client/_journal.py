@@ -134,6 +134,26 @@ class InputRow:
     user_id: str | None
     problem: str | None = None
 
+    # The order of LOADED_COLUMNS: both backends load a row the same way.
+    def loaded(self, now: float) -> tuple[Any, ...]:
+        """The row as a journal first stores it: ``invalid`` with its reason, else ``queued``."""
+        if self.problem:
+            state, result, finished_at = "invalid", json.dumps({"reason": self.problem}), now
+        else:
+            state, result, finished_at = "queued", "{}", None
+        return (
+            self.line,
+            self.user_id,
+            self.phone_number,
+            self.question,
+            state,
+            result,
+            finished_at,
+        )
+
+
+LOADED_COLUMNS: Final = "line, user_id, phone_number, question, state, result, finished_at"
+
 
 @attrs.frozen(slots=True)
 class JobRow:

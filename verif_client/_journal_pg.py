@@ -41,6 +41,7 @@ from ._journal import (
     ALL_STATES,
     FINAL_STATES,
     IN_FLIGHT_REASON,
+    LOADED_COLUMNS,
     RECORD_COLUMNS,
     Claim,
     InputRow,
@@ -238,24 +239,10 @@ class PostgresJournal:
             now = time.time()
             with (
                 self._db.cursor() as cursor,
-                cursor.copy(
-                    "COPY verif_rows (job, line, user_id, phone_number, question, state, "
-                    "result, finished_at) FROM STDIN"
-                ) as copy,
+                cursor.copy(f"COPY verif_rows (job, {LOADED_COLUMNS}) FROM STDIN") as copy,
             ):
                 for row in rows:
-                    copy.write_row(
-                        (
-                            self.job,
-                            row.line,
-                            row.user_id,
-                            row.phone_number,
-                            row.question,
-                            "invalid" if row.problem else "queued",
-                            json.dumps({"reason": row.problem}) if row.problem else "{}",
-                            now if row.problem else None,
-                        )
-                    )
+                    copy.write_row((self.job, *row.loaded(now)))
             self._db.execute(
                 "UPDATE verif_jobs SET input_digest = %s WHERE job = %s", (input_digest, self.job)
             )

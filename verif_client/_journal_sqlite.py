@@ -29,6 +29,7 @@ from ._journal import (
     ALL_STATES,
     FINAL_STATES,
     IN_FLIGHT_REASON,
+    LOADED_COLUMNS,
     RECORD_COLUMNS,
     Claim,
     InputRow,
@@ -161,24 +162,13 @@ class SQLiteJournal:
 
     @_reported
     def load(self, rows: Iterable[InputRow], input_digest: str) -> None:
+        now = time.time()
         with self._db:
             self._db.execute("BEGIN")
-            for row in rows:
-                state = "invalid" if row.problem else "queued"
-                result = json.dumps({"reason": row.problem}) if row.problem else "{}"
-                self._db.execute(
-                    "INSERT INTO rows (line, user_id, phone_number, question, state, result,"
-                    " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        row.line,
-                        row.user_id,
-                        row.phone_number,
-                        row.question,
-                        state,
-                        result,
-                        time.time() if row.problem else None,
-                    ),
-                )
+            self._db.executemany(
+                f"INSERT INTO rows ({LOADED_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (row.loaded(now) for row in rows),
+            )
             self._set_meta("input_digest", input_digest)
 
     @_reported

@@ -30,16 +30,14 @@ still pending at ``policy.timeout``          TIMED_OUT
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 import logging
 import math
 import random
-import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypedDict, get_args
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypedDict
 
 import anyio
 import anyio.lowlevel
@@ -50,105 +48,19 @@ from ._clock import loop_clock
 from ._compat import TypeVar
 from ._errors import DecodeError, VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
+from ._pollpolicy import (
+    PollPolicy,
+    PollStatus,
+    VerifiedDialect,
+)
 from ._results import LocationResult, VerificationResult
-from ._retry import RetryPolicy, grown
+from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     from ._hooks import Dispatch
 
 logger = logging.getLogger("verif_client")
 
-
-class PollStatus(enum.Enum):
-    """How the polling of one id ended."""
-
-    VERIFIED = "verified"
-    DECLINED = "declined"
-    LOCATED = "located"
-    TIMED_OUT = "timed_out"
-    FAILED = "failed"
-
-
-_NON_NEGATIVE: Final = attrs.validators.ge(0.0)
-_FRACTION: Final = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
-
-POLL_RETRY: Final = RetryPolicy(attempts=3, initial_backoff=0.5, max_backoff=2.0, deadline=15.0)
-
-FalseMeans = Literal["auto", "pending", "final"]
-"""What a ``Verified`` false means: see :class:`PollPolicy`."""
-
-
-class VerifiedDialect:
-    """What one service has shown of how it says "nobody answered yet".
-
-    A service whose ``Verified`` is a nullable bool answers nil until the owner
-    acts, so its false is an answer; one whose member is a plain .NET ``bool``
-    answers false until then. Once a nil has been seen, the service is known
-    to be of the first kind. One per client: every poll run learns from all.
-    """
-
-    __slots__ = ("nil_seen",)
-
-    def __init__(self) -> None:
-        self.nil_seen = False
-
-    def learn(self, result: VerificationResult) -> None:
-        # A plain bool cannot be nil: any nil, with a message or not, shows the shape.
-        if result.verified is None:
-            self.nil_seen = True
-
-
-@attrs.frozen(slots=True)
-class PollPolicy:
-    """When to ask again, and for how long.
-
-    The n-th poll (1-based) is made ``delay(n)`` seconds after the previous
-    answer (after the start for n = 1): ``min(max_delay, initial_delay *
-    multiplier**(n-1))``, shortened by a random fraction of at most ``jitter``
-    (1.0 = full jitter, uniform in [0, d]; 0 = none). The default 0.5 keeps
-    intervals within [d/2, d]: enough to spread a batch sent at once, while full
-    jitter would halve the mean interval and so bill more polls for the same
-    detection delay. Polls stop at ``timeout`` seconds after the start; the last
-    delay is cut to land on the deadline. ``retry`` governs failed calls within
-    one poll, an unreadable answer included.
-
-    ``false_means`` says what a ``Verified`` false is: ``"final"`` ends the id
-    as DECLINED; ``"pending"`` asks again (false may still turn true);
-    ``"auto"`` (the default) reads false as pending until this client has seen
-    a nil ``Verified`` from the service, and as final from then on (a service
-    that says "not yet" with nil says "no" with false). ``false_is_final`` is
-    the deprecated spelling of ``"final"`` (True) and ``"pending"`` (False).
-    """
-
-    initial_delay: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
-    multiplier: float = attrs.field(default=1.5, validator=_NON_NEGATIVE)
-    max_delay: float = attrs.field(default=15.0, validator=_NON_NEGATIVE)
-    jitter: float = attrs.field(default=0.5, validator=_FRACTION)
-    timeout: float = attrs.field(default=600.0, validator=_NON_NEGATIVE)
-    retry: RetryPolicy = POLL_RETRY
-    false_means: FalseMeans = attrs.field(
-        default="auto", validator=attrs.validators.in_(get_args(FalseMeans))
-    )
-    false_is_final: bool | None = attrs.field(default=None, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        if self.false_is_final is not None:
-            warnings.warn(
-                "PollPolicy(false_is_final=...) is deprecated: use false_means='final' "
-                "or false_means='pending'",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-            # Frozen: set through object, once, so that evolve() keeps the choice.
-            object.__setattr__(self, "false_means", "final" if self.false_is_final else "pending")
-            object.__setattr__(self, "false_is_final", None)
-
-    def delay(self, poll_number: int, rng: random.Random | None = None) -> float:
-        base = min(self.max_delay, grown(self.initial_delay, self.multiplier, poll_number - 1))
-        return base * (1.0 - self.jitter * (rng or random).random())
-
-
-DEFAULT_POLL_POLICY: Final = PollPolicy()
 
 _R = TypeVar("_R", VerificationResult, LocationResult)
 

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._argtypes import PORT
 from ._journal import FINAL_STATES
 from ._metrics import JOB_ROWS, METRICS, Kind, Metric, MetricsHooks
 
@@ -117,10 +118,7 @@ def _metrics_port(text: str) -> int:
         raise argparse.ArgumentTypeError(
             "needs the prometheus extra: pip install 'verif-client[prometheus]'"
         )
-    port = int(text)
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535; 0: any free one)")
-    return port
+    return PORT(text)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

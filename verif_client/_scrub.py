@@ -59,12 +59,14 @@ class Scrubber:
         something was found: results are frozen)."""
         if isinstance(value, str):
             return cast(_V, self.text(value))
-        if not attrs.has(type(value)):
+        if value is None or isinstance(value, bool | int | float) or not attrs.has(type(value)):
             return value
         record: Any = value
         changes = {}
         for field in attrs.fields(type(record)):
             inner = getattr(record, field.name)
+            if inner is None or isinstance(inner, bool | int | float):
+                continue  # no text in it: spares a call per field on every answer
             clean = self.result(inner)
             if clean is not inner and clean != inner:
                 changes[field.name] = clean

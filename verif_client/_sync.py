@@ -19,15 +19,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from ._client import VerificationClient
 from ._codec import Codec
 from ._operations import Operation
-from ._polling import (
-    DEFAULT_POLL_POLICY,
-    LocationOutcome,
-    Outcome,
-    PollOptions,
-    PollPolicy,
-    PollStream,
-    VerificationOutcome,
-)
+from ._polling import LocationOutcome, Outcome, PollOptions, PollStream, VerificationOutcome
+from ._pollpolicy import DEFAULT_POLL_POLICY, PollPolicy
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import RetryPolicy
 from ._service import Binding

@@ -54,6 +54,7 @@ from ._journal import (
     RowState,
     open_journal,
 )
+from ._public import show_as_public
 
 __all__ = [
     "FINAL_STATES",
@@ -110,3 +111,6 @@ async def run_job(
         return await run_bulk(client, opened, output, options, on_progress, stopper=stopper)
     finally:
         opened.close()
+
+
+show_as_public(__name__, globals(), __all__)

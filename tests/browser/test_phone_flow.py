@@ -8,6 +8,7 @@ import functools
 import re
 from pathlib import Path
 
+import attrs
 from anyio.from_thread import BlockingPortal
 from playwright.sync_api import Browser, Page, expect
 
@@ -73,8 +74,9 @@ def test_answer_yes_share_a_place_then_no_then_revoke(
     assert location.result.location.city == "New York"
     assert location.result.location.latitude == 40.758
 
-    # A second SMS answered No: Verified false, which the default policy keeps
-    # polling (the README's classification), so the wait times out, never VERIFIED.
+    # A second SMS answered No: Verified false. This client has already seen this
+    # service say nil for "not yet", so under the default (false_means="auto") the
+    # false is an answer: DECLINED, never VERIFIED; "pending" would keep polling.
     declined_id = _send(portal, client, "Did you ask to move $900 to account 42?")
     page.goto(f"{server.base_url}/phone/{NUMBER}/")
     page.locator(f'li[data-request-id="{declined_id}"]').get_by_role(
@@ -84,9 +86,12 @@ def test_answer_yes_share_a_place_then_no_then_revoke(
     expect(page.locator(".state")).to_have_text("declined")
     assert portal.call(client.has_been_verified, declined_id).verified is False
     declined = portal.call(functools.partial(client.wait_until_verified, declined_id, policy=SHORT))
-    assert declined.status is vc.PollStatus.TIMED_OUT
+    assert declined.status is vc.PollStatus.DECLINED
     assert declined.result is not None
     assert declined.result.verified is False
+    pending = attrs.evolve(SHORT, false_means="pending")
+    waited = portal.call(functools.partial(client.wait_until_verified, declined_id, policy=pending))
+    assert waited.status is vc.PollStatus.TIMED_OUT
     final = vc.PollPolicy(initial_delay=0.05, jitter=0.0, timeout=5, false_means="final")
     strict = portal.call(functools.partial(client.wait_until_verified, declined_id, policy=final))
     assert strict.status is vc.PollStatus.DECLINED

@@ -14,14 +14,16 @@ from typing import Protocol, TypeAlias
 
 from .._codec import HTTPRequest
 
-__all__ = ["Answer", "SendError", "Sender"]
+__all__ = ["Answer", "SendError", "Sender", "Transport"]
 
 # (status, headers, body): what a codec's decode() takes.
 Answer: TypeAlias = tuple[int, Sequence[tuple[str, str]], bytes]
 
 
 class SendError(Exception):
-    """One attempt failed at the network level; internal, mapped by the client.
+    """One attempt failed at the network level; mapped by the client to
+    ``TransportError`` (or ``DeliveryUnknownError`` when a non-idempotent
+    request may have left). A :class:`Transport` of your own raises it.
 
     ``never_sent`` is True only when no byte of the request can have reached
     the peer: the connection could not be opened. The message has the
@@ -34,11 +36,25 @@ class SendError(Exception):
         self.never_sent = never_sent
 
 
-class Sender(Protocol):
-    """Sends one request description; ``time_limit`` seconds bound the whole attempt."""
+class Transport(Protocol):
+    """What ``VerificationClient(transport=...)`` accepts besides an httpx transport.
+
+    ``send`` gets one codec request description (method, path relative to the
+    client's base URL, headers, body) and returns ``(status, headers, body)``,
+    the body decoded (no Content-Encoding left) and at most
+    ``max_response_bytes`` long, else ``ResponseTooLargeError``. It must end
+    within ``time_limit`` seconds, and report a network failure as
+    :class:`SendError`, ``never_sent=True`` only when no byte can have left.
+    ``aclose`` is called when the client closes. No httpx objects are built on
+    this path: see ``Simulator.transport()``.
+    """
 
     async def send(
         self, request: HTTPRequest, *, time_limit: float, max_response_bytes: int, operation: str
     ) -> Answer: ...
 
     async def aclose(self) -> None: ...
+
+
+# The client's own name for it: every connection layer is one.
+Sender = Transport

@@ -23,6 +23,7 @@ from ._body import CappedBody, check_declared_length
 
 # Failures after which the request certainly did not reach the service.
 _NEVER_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_ACCEPT: Final = ("Accept-Encoding", ACCEPT_ENCODING)
 
 
 class HttpxSender:
@@ -39,6 +40,7 @@ class HttpxSender:
         self._client = http_client
         self._transport = transport
         self._urls: dict[str, httpx.URL] = {}
+        self._headers: dict[tuple[str, tuple[tuple[str, str], ...], bool], httpx.Headers] = {}
 
     async def send(
         self, request: HTTPRequest, *, time_limit: float, max_response_bytes: int, operation: str
@@ -55,14 +57,7 @@ class HttpxSender:
                     response = await self._client.send(built, stream=True, follow_redirects=False)
                 else:
                     assert self._transport is not None
-                    phases = {"connect": time_limit, "read": time_limit, "write": time_limit}
-                    built = httpx.Request(
-                        request.method,
-                        url,
-                        headers=headers,
-                        content=request.body,
-                        extensions={"timeout": {**phases, "pool": time_limit}},
-                    )
+                    built = self._request(request, url, time_limit)
                     response = await self._transport.handle_async_request(built)
                 try:
                     body = await _read_capped(response, max_response_bytes, operation)
@@ -78,6 +73,35 @@ class HttpxSender:
                 never_sent=False,
             )
         return answer
+
+    def _request(
+        self, request: HTTPRequest, url: httpx.URL | str, time_limit: float
+    ) -> httpx.Request:
+        """The ``httpx.Request`` that ``httpx.Request(..., content=body)`` would
+        build (Host first, then ours, then Content-Length; the body read), at
+        about half the cost: the headers of each request shape are normalised
+        once, and a ready stream spares httpx its content encoding."""
+        body = request.body
+        shape = (request.method, request.headers, not body)
+        headers = self._headers.get(shape)
+        if headers is None:
+            netloc = (url if isinstance(url, httpx.URL) else httpx.URL(url)).netloc
+            auto = [("Host", netloc.decode("ascii"))]
+            if not body and request.method in ("POST", "PUT", "PATCH"):
+                auto.append(("Content-Length", "0"))
+            headers = self._headers[shape] = httpx.Headers([*auto, *request.headers, _ACCEPT])
+        headers = httpx.Headers(headers)
+        if body:
+            headers["Content-Length"] = str(len(body))
+        built = httpx.Request(
+            request.method,
+            url,
+            headers=headers,
+            stream=httpx.ByteStream(body),
+            extensions={"timeout": dict.fromkeys(("connect", "read", "write", "pool"), time_limit)},
+        )
+        built.read()
+        return built
 
     def _url(self, path: str) -> httpx.URL | str:
         # Parsing a URL is a good part of httpx's cost per request. SOAP and POST

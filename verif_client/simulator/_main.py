@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
+from collections.abc import Sequence
 
 import anyio
 
+from .._argtypes import COUNT, FRACTION, PORT, SECONDS
 from ._config import Script, SimulatorConfig
 from ._server import serve
 from ._simulator import Simulator
-
-T = TypeVar("T")
 
 DESCRIPTION = "Serve a simulated GIACT VerificationServices v5 endpoint (all four bindings, ?WSDL)."
 
@@ -24,38 +22,15 @@ def build_parser(prog: str = "python -m verif_client.simulator") -> argparse.Arg
     return parser
 
 
-def _checked(
-    parse: Callable[[str], T], check: Callable[[T], bool], want: str
-) -> Callable[[str], T]:
-    """An argparse type: ``parse``, then refuse what fails ``check`` in one line."""
-
-    def convert(text: str) -> T:
-        try:
-            value = parse(text)
-        except ValueError:
-            value = None
-        if value is None or not check(value):
-            raise argparse.ArgumentTypeError(f"{text!r}: want {want}")
-        return value
-
-    return convert
-
-
-_PORT: Final = _checked(int, lambda port: 0 <= port <= 65535, "a port from 0 to 65535")
-_COUNT: Final = _checked(int, lambda count: count >= 0, "a whole number >= 0")
-_SECONDS: Final = _checked(float, lambda seconds: 0 <= seconds < float("inf"), "seconds >= 0")
-_FRACTION: Final = _checked(float, lambda fraction: 0 <= fraction <= 1, "a fraction from 0 to 1")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The simulator's options, shared with ``verif-client simulate``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=_PORT, default=8765, help="port (default 8765; 0 = any)")
+    parser.add_argument("--port", type=PORT, default=8765, help="port (default 8765; 0 = any)")
     parser.add_argument("--username", help="required SOAP ApiUsername (default: accept any)")
     parser.add_argument("--password", help="required SOAP ApiPassword (with --username)")
     parser.add_argument(
         "--pending-polls",
-        type=_COUNT,
+        type=COUNT,
         default=2,
         help="HasBeenVerified/location polls answered pending (default 2)",
     )
@@ -65,19 +40,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave every request pending until answered on the phone pages (/phone/)",
     )
     parser.add_argument(
-        "--latency", type=_SECONDS, default=0.0, help="seconds added to each call (default 0)"
+        "--latency", type=SECONDS, default=0.0, help="seconds added to each call (default 0)"
     )
     parser.add_argument(
-        "--jitter", type=_SECONDS, default=0.0, help="up to this many more seconds (default 0)"
+        "--jitter", type=SECONDS, default=0.0, help="up to this many more seconds (default 0)"
     )
     parser.add_argument(
-        "--fail-503", type=_FRACTION, default=0.0, help="fraction answered 503 (default 0)"
+        "--fail-503", type=FRACTION, default=0.0, help="fraction answered 503 (default 0)"
     )
     parser.add_argument(
-        "--drop", type=_FRACTION, default=0.0, help="fraction of connections dropped (default 0)"
+        "--drop", type=FRACTION, default=0.0, help="fraction of connections dropped (default 0)"
     )
     parser.add_argument(
-        "--malformed", type=_FRACTION, default=0.0, help="fraction of broken answers (default 0)"
+        "--malformed", type=FRACTION, default=0.0, help="fraction of broken answers (default 0)"
     )
     parser.add_argument("--seed", type=int, default=None, help="seed of the random faults")
     parser.add_argument(

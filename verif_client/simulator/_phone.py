@@ -116,12 +116,15 @@ def _from_elsewhere(request: Request) -> bool:
     """Whether a browser says this request comes from another site."""
     headers = request.headers
     host = request.host.lower()
-    origin = headers.get("origin")
-    if origin is not None:
-        return origin == "null" or urlsplit(origin).netloc.lower() != host
+    # Sec-Fetch-Site first: a browser sets it and no page can, and it stays
+    # exact where Origin is "null" (these pages send no referrer, so Chromium
+    # posts their forms with Origin: null).
     fetch_site = headers.get("sec-fetch-site")
     if fetch_site is not None:
         return fetch_site not in ("same-origin", "none")
+    origin = headers.get("origin")
+    if origin is not None:
+        return origin == "null" or urlsplit(origin).netloc.lower() != host
     referer = headers.get("referer")
     return referer is not None and urlsplit(referer).netloc.lower() != host
 

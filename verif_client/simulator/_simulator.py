@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -23,7 +23,10 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-_MAX_REQUEST_BYTES = 4 * 1024 * 1024  # ASP.NET's default maxRequestLength
+if TYPE_CHECKING:
+    from ._transport import SimulatorTransport
+
+MAX_REQUEST_BYTES = 4 * 1024 * 1024  # ASP.NET's default maxRequestLength
 
 
 @attrs.frozen(slots=True)
@@ -177,21 +180,31 @@ class Simulator:
                 ),
             )
             return
+        await _send(send, await self.handle(request))
+
+    def transport(self, base_url: str = "http://simulator") -> SimulatorTransport:
+        """An in-process transport for ``VerificationClient(transport=...)`` that
+        hands each request to this simulator directly, with no HTTP or ASGI
+        objects in between: the cheap way to test in process. ``base_url`` is
+        the address the simulator believes it was called at (its Host header)."""
+        from ._transport import SimulatorTransport
+
+        return SimulatorTransport(self, base_url)
+
+    async def handle(self, request: Request) -> r.Response:
+        """Answer one request; raises ConnectionDropped when it is to be dropped."""
         # The phone pages are the simulator's own, not the service's: a blocked
         # caller or injected faults must not stop the person answering.
         if _phone.handles(request.path):
-            await _send(send, self._phone.route(request))
-            return
+            return self._phone.route(request)
         if self.config.blocked:
-            await _send(send, r.unauthorized())
-            return
+            return r.unauthorized()
         routed = self._endpoint.route(request)
         if isinstance(routed, r.Response):
-            await _send(send, routed)
-            return
-        await self._serve_call(request, routed, send)
+            return routed
+        return await self._serve_call(request, routed)
 
-    async def _serve_call(self, request: Request, call: Call, send: Send) -> None:
+    async def _serve_call(self, request: Request, call: Call) -> r.Response:
         config = self.config
         # Draw every random number up front so one seed always gives one sequence.
         delay = config.latency + self._rng.uniform(0.0, config.jitter)
@@ -224,7 +237,7 @@ class Simulator:
         )
         if dropped:
             raise ConnectionDropped()
-        await _send(send, response)
+        return response
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -246,7 +259,7 @@ async def _read_request(scope: Scope, receive: Receive) -> Request | None:
             break
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > _MAX_REQUEST_BYTES:
+        if size > MAX_REQUEST_BYTES:
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):

@@ -97,18 +97,11 @@ class ServiceState:
             if request is None:
                 return VerificationResult(not_yet, UNKNOWN_REQUEST)
             request.verification_polls += 1
-            script = request.script
-            if (
-                request.verification == "pending"
-                and script.answer != "never"
-                and self._due(
-                    request,
-                    request.verification_polls,
-                    script.pending_polls,
-                    script.pending_seconds,
-                )
+            polls, script = request.verification_polls, request.script
+            if request.verification == "pending" and self._due(
+                request, script.answer, polls, script.pending_polls, script.pending_seconds
             ):
-                request.verification = script.answer
+                request.verification = "verified" if script.answer == "verified" else "declined"
             verified = {"pending": not_yet, "verified": True, "declined": False}
             return VerificationResult(verified[request.verification])
 
@@ -118,16 +111,10 @@ class ServiceState:
             if request is None:
                 return LocationResult(None, UNKNOWN_REQUEST)
             request.location_polls += 1
-            script = request.script
-            if (
-                request.location_state == "pending"
-                and script.location != "never"
-                and self._due(
-                    request,
-                    request.location_polls,
-                    script.location_pending_polls,
-                    script.location_pending_seconds,
-                )
+            polls, script = request.location_polls, request.script
+            wait = (script.location_pending_polls, script.location_pending_seconds)
+            if request.location_state == "pending" and self._due(
+                request, script.location, polls, *wait
             ):
                 request.location_state = "shared" if script.location == "shared" else "denied"
                 request.location = script.shared_location if script.location == "shared" else None
@@ -168,10 +155,14 @@ class ServiceState:
     def _due(
         self,
         request: SecureLinkRequest,
+        answer: str,
         polls: int,
         pending_polls: int,
         pending_seconds: float | None,
     ) -> bool:
+        """Whether a pending answer its script gives at all is given at this poll."""
+        if answer == "never":
+            return False
         if pending_seconds is not None:
             return self._config.clock() - request.sent_at >= pending_seconds
         return polls > pending_polls
