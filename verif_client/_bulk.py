@@ -48,14 +48,13 @@ from ._journal import (
     RowState,
     different_input_error,
 )
-from ._operations import get_operation
+from ._operations import SEND_CONFIRMATION_SMS
 from ._polling import LocationOutcome, PollStream, VerificationOutcome
 from ._pollpolicy import PollPolicy, PollStatus
-from ._results import RequestResult
 from ._service import Binding
 from ._terminal import safe
 
-_SEND: Final = get_operation("SecureLink_Confirmation_SendRequestViaSms")
+_SEND: Final = SEND_CONFIRMATION_SMS
 _VERIFICATION_STATES: Final = {
     PollStatus.VERIFIED: RowState.VERIFIED,
     PollStatus.DECLINED: RowState.DECLINED,
@@ -264,7 +263,7 @@ def _row_problem(
     if not question:
         return "no question: give a question column or --question"
     try:
-        codec.wire_texts(_SEND, {"PhoneNumber": phone, "ConfirmationQuestion": question})
+        codec.wire_texts(_SEND, _SEND.wire_params(phone, question))
     except RequestValidationError as exc:
         return str(exc)
     if phone in seen:
@@ -497,7 +496,7 @@ class _Run:
             written = True
             self.progress.move(RowState.QUEUED, RowState.SENDING)
 
-        params = {"PhoneNumber": row.phone_number, "ConfirmationQuestion": row.question}
+        params = _SEND.wire_params(row.phone_number, row.question)
         try:
             sent = await self.client.call_with(_SEND, params, before_send=mark_in_flight)
         except (_RowTaken, _Stopping):
@@ -528,7 +527,6 @@ class _Run:
                     reason = {"reason": IN_FLIGHT_STOP_REASON}
                     await self.finish(row.line, RowState.UNKNOWN, reason, SENDING)
             raise
-        assert isinstance(sent, RequestResult)
         if not sent.ok:
             reason = {"reason": sent.error_message or "request id 0"}
             await self.finish(row.line, RowState.FAILED, reason, SENDING)
