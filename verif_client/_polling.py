@@ -40,11 +40,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypedDict
 
 import anyio
-import anyio.lowlevel
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._clock import loop_clock
+from ._clock import loop_backend, loop_clock
 from ._compat import TypeVar
 from ._errors import DecodeError, VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
@@ -403,13 +402,19 @@ class _Settled(AsyncIterator[_O]):
     stream is awaited only when it is empty.
     """
 
-    __slots__ = ("_results",)
+    __slots__ = ("_checkpoint_if_cancelled", "_results")
 
     def __init__(self, results: MemoryObjectReceiveStream[_O]) -> None:
         self._results = results
+        # Looked up at the first step, on the loop (the sync client calls
+        # __aiter__ from its own thread).
+        self._checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
 
     async def __anext__(self) -> _O:
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        check = self._checkpoint_if_cancelled
+        if check is None:
+            check = self._checkpoint_if_cancelled = loop_backend().checkpoint_if_cancelled
+        await check()
         try:
             return self._results.receive_nowait()
         except anyio.WouldBlock:
