@@ -13,7 +13,7 @@ import anyio.abc
 import httpx
 import pytest
 from relsupport import PASSWORD, USER
-from test_transport_bad_peers import NOT_VERIFIED, Wire, raw_server
+from test_transport_bad_peers import NOT_VERIFIED, Wire, answer, http_response, raw_server
 
 import verif_client as vc
 from verif_client._transport import _pool
@@ -138,3 +138,33 @@ async def test_credentials_in_the_base_url_go_as_basic_auth() -> None:
         assert (await client.has_been_verified(4294967297)).verified is False
     # base64("proxy@user:p:ss")
     assert b"\r\nAuthorization: Basic cHJveHlAdXNlcjpwOnNz\r\n" in seen[0]
+
+
+async def test_an_answer_larger_than_any_read_comes_back_whole_on_a_reused_connection() -> None:
+    # The pool has asyncio read 64 KiB at a time (not 256 KiB: see
+    # _read_in_heap_sized_chunks); 600 KB spans many reads and the old size.
+    text = "".join(f"{i:07d} " for i in range(75_000))
+    big = http_response(
+        answer(
+            "GetMobileConsentText",
+            f"<GetMobileConsentTextResult>{text}</GetMobileConsentTextResult>",
+        )
+    )
+    connections = 0
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        nonlocal connections
+        connections += 1
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            await stream.send(big)
+
+    async with (
+        raw_server(handle) as port,
+        vc.VerificationClient(
+            f"http://127.0.0.1:{port}", max_response_bytes=1 << 20, retry=vc.NO_RETRY
+        ) as client,
+    ):
+        for _ in range(3):
+            assert await client.get_mobile_consent_text() == text
+    assert connections == 1

@@ -73,8 +73,27 @@ class _Connection:
         self.poller.register(fd, select.POLLIN)
         # Where a request can be written with one write(2) (see _write); -1 over TLS.
         self.plain_fd = -1 if tls else fd
+        _read_in_heap_sized_chunks(stream)
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
+
+
+def _read_in_heap_sized_chunks(stream: object) -> None:
+    """Have asyncio read at most _READ_SIZE bytes at a time from this socket.
+
+    asyncio's socket transport reads into a fresh 256 KiB buffer each time:
+    past glibc's mmap threshold (128 KiB), so every answer costs an mmap, an
+    mremap when the buffer is cut to size, a munmap and a page fault or two.
+    64 KiB buffers come from the heap. Not public API: looked up defensively,
+    and left alone when it is not there (trio reads into its own buffer).
+    """
+    while stream is not None:
+        transport = getattr(stream, "_transport", None)
+        if transport is not None:
+            if getattr(transport, "max_size", 0) > _READ_SIZE:
+                transport.max_size = _READ_SIZE
+            return
+        stream = getattr(stream, "transport_stream", None)
 
 
 class _Attempt:
