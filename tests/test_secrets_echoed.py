@@ -10,7 +10,9 @@ journal — it must not be there, nor a piece of it cut off at a length limit.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
+import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -283,3 +285,44 @@ async def test_a_password_that_is_part_of_every_answer_does_not_change_what_is_r
         verified = await client.has_been_verified(sent.request_id)
         assert verified.error_message is None
         assert await client.revoke_mobile_consent("5551234567") is True
+
+
+def _cli_with(
+    *args: str, base_url: str, password: str, **environ: str
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "VERIF_BASE_URL": base_url,
+        "VERIF_API_USERNAME": USER,
+        "VERIF_API_PASSWORD": password,
+        **environ,
+    }
+    command = [sys.executable, "-m", "verif_client._cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("mode", ["fault", "text-500"])
+def test_cli_username_is_secret_masks_the_echoed_username(mode: str) -> None:
+    password = PASSWORDS[0]
+    with serve_in_thread(echo(mode, password, send_ok=True)) as server:
+        call = ("call", "GetMobileConsentText")
+        shown = _cli_with(*call, base_url=server.base_url, password=password)
+        by_flag = _cli_with(
+            *call, "--username-is-secret", base_url=server.base_url, password=password
+        )
+        by_variable = _cli_with(
+            *call, base_url=server.base_url, password=password, VERIF_USERNAME_IS_SECRET="yes"
+        )
+        refused = _cli_with(
+            *call, base_url=server.base_url, password=password, VERIF_USERNAME_IS_SECRET="maybe"
+        )
+    # Without the flag the echoed username is the service's words, shown as they came.
+    assert USER in shown.stdout + shown.stderr
+    for run in (by_flag, by_variable):
+        assert run.returncode == shown.returncode != 0
+        assert USER not in run.stdout + run.stderr
+        assert "***" in run.stdout + run.stderr
+        assert_hidden(run.stdout + run.stderr, password, "cli")
+    assert refused.returncode == 2
+    assert "VERIF_USERNAME_IS_SECRET" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

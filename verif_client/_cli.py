@@ -73,6 +73,17 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+_YES: Final = frozenset({"1", "true", "yes", "on"})
+_NO: Final = frozenset({"0", "false", "no", "off"})
+
+
+def _yes_no(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _YES or lowered in _NO:
+        return lowered in _YES
+    raise argparse.ArgumentTypeError(f"{text!r} is not a yes/no value (1, true, yes; 0, false, no)")
+
+
 def _binding(text: str) -> Binding:
     try:
         return Binding(text)
@@ -85,6 +96,7 @@ def _binding(text: str) -> Binding:
 _FROM_ENVIRONMENT: Final[tuple[tuple[str, str, Callable[[str], object]], ...]] = (
     ("base_url", "VERIF_BASE_URL", str),
     ("username", "VERIF_API_USERNAME", str),
+    ("username_is_secret", "VERIF_USERNAME_IS_SECRET", _yes_no),
     ("binding", "VERIF_BINDING", _binding),
     ("timeout", "VERIF_TIMEOUT", POSITIVE),
     ("rate", "VERIF_RATE", POSITIVE),
@@ -100,6 +112,13 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
         "--base-url", help="the service's address, e.g. https://host (VERIF_BASE_URL)"
     )
     group.add_argument("--username", help="SOAP ApiUsername (VERIF_API_USERNAME)")
+    group.add_argument(
+        "--username-is-secret",
+        action="store_const",
+        const=True,
+        help="treat the username as a secret too: masked as *** wherever the service's "
+        "answers or errors would show it (VERIF_USERNAME_IS_SECRET=1)",
+    )
     choices = ", ".join(binding.value for binding in Binding)
     group.add_argument(
         "--binding",
@@ -137,6 +156,8 @@ def _environment_defaults(args: argparse.Namespace) -> None:
         args.binding = Binding.SOAP11
     if getattr(args, "timeout", 30.0) is None:
         args.timeout = 30.0
+    if getattr(args, "username_is_secret", False) is None:
+        args.username_is_secret = False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,6 +292,7 @@ def _client(
             args.base_url,
             username=args.username,
             password=password,
+            username_is_secret=args.username_is_secret,
             binding=binding,
             timeout=args.timeout,
             rate_limit=args.rate if journal is None else None,
