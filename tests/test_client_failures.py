@@ -154,6 +154,26 @@ async def test_an_sms_whose_connection_dropped_is_not_resent(where: str) -> None
     assert logged.dropped
 
 
+async def test_a_revoke_in_doubt_names_its_mobile_number() -> None:
+    # The operation table marks the parameter that names the phone, whatever its wire name.
+    simulator = Simulator(credentials=(USER, PASSWORD), config=SimulatorConfig(drop=1.0))
+    async with vc.VerificationClient(
+        "http://s",
+        username=USER,
+        password=PASSWORD,
+        retry=FAST_RETRY,
+        transport=httpx.ASGITransport(simulator),
+    ) as client:
+        with pytest.raises(vc.DeliveryUnknownError) as caught:
+            await client.revoke_mobile_consent("5557654321")
+    assert caught.value.phone_number == "5557654321"
+    assert len(simulator.calls("RevokeMobileConsent")) == 1
+    assert [op.name for op in vc.OPERATIONS if op.phone_param] == [
+        "SecureLink_Confirmation_SendRequestViaSms",
+        "RevokeMobileConsent",
+    ]
+
+
 async def test_a_refused_connection_is_retried_even_for_an_sms() -> None:
     # Nothing listens on port 9 of loopback: the request provably never left.
     attempts = vc.RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002)

@@ -487,7 +487,7 @@ class VerificationClient:
                     failure = DeliveryUnknownError(
                         f"{exc}; the request may have reached the service, so it was not repeated",
                         operation=op.name,
-                        phone_number=_phone_of(params),
+                        phone_number=_phone_of(op, params),
                     )
                 retryable = never_sent or op.idempotent
                 self._log(op, binding, None, began, attempt, failure)
@@ -610,6 +610,7 @@ def _once(hook: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
     return run_once
 
 
-def _phone_of(params: Mapping[str, object]) -> str | None:
-    phone = params.get("PhoneNumber")
+def _phone_of(op: Operation[Any], params: Mapping[str, object]) -> str | None:
+    name = op.phone_param
+    phone = params.get(name) if name is not None else None
     return phone if isinstance(phone, str) else None

@@ -57,12 +57,15 @@ def _request_id_rule(value: object) -> str | None:
 
 @attrs.frozen
 class Param:
-    """One input parameter: wire name, Python name, type and service rule."""
+    """One input parameter: wire name, Python name, type and service rule;
+    ``phone`` marks the mobile number a request acts on (what a
+    DeliveryUnknownError names)."""
 
     name: str
     attr: str
     type: XsdType
     rule: ServiceRule | None = None
+    phone: bool = False
 
 
 @attrs.frozen
@@ -116,6 +119,11 @@ class Operation(Generic[R]):
     def param_names(self) -> tuple[str, ...]:
         return tuple(param.name for param in self.params)
 
+    @property
+    def phone_param(self) -> str | None:
+        """The wire name of the parameter holding the mobile number acted on, if any."""
+        return next((param.name for param in self.params if param.phone), None)
+
     def wire_params(self, *values: object) -> dict[str, object]:
         """The parameters keyed by wire name, from values given in table order."""
         return {param.name: value for param, value in zip(self.params, values, strict=True)}
@@ -145,7 +153,7 @@ SEND_CONFIRMATION_SMS: Final[Operation[RequestResult]] = Operation(
     name="SecureLink_Confirmation_SendRequestViaSms",
     method="send_confirmation_sms",
     params=(
-        Param("PhoneNumber", "phone_number", _xsd.STRING, _phone_rule),
+        Param("PhoneNumber", "phone_number", _xsd.STRING, _phone_rule, phone=True),
         Param("ConfirmationQuestion", "question", _xsd.STRING, _question_rule),
     ),
     result=Record(
@@ -197,7 +205,7 @@ UPDATE_BAD_CHECK_REJECT_REASON: Final[Operation[bool]] = Operation(
 REVOKE_MOBILE_CONSENT: Final[Operation[bool]] = Operation(
     name="RevokeMobileConsent",
     method="revoke_mobile_consent",
-    params=(Param("MobileNumber", "mobile_number", _xsd.STRING),),
+    params=(Param("MobileNumber", "mobile_number", _xsd.STRING, phone=True),),
     result=_xsd.BOOLEAN,
     bare_root="boolean",
     idempotent=False,
