@@ -181,14 +181,16 @@ def serve_holding(simulator: Simulator) -> Iterator[HoldingService]:
 
 
 def run_cli(
-    *args: str, base_url: str, username: str = USER, password: str = PASSWORD
+    *args: str, base_url: str, username: str = USER, password: str = PASSWORD, **environ: str
 ) -> subprocess.CompletedProcess[str]:
-    """``verif-client`` in a subprocess, configured through the environment."""
+    """``verif-client`` in a subprocess, configured through the environment
+    (``environ``: more variables)."""
     env = {
         **os.environ,
         "VERIF_BASE_URL": base_url,
         "VERIF_API_USERNAME": username,
         "VERIF_API_PASSWORD": password,
+        **environ,
     }
     command = [sys.executable, "-m", "verif_client._cli", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)

@@ -10,9 +10,7 @@ journal — it must not be there, nor a piece of it cut off at a length limit.
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
-import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,8 +226,10 @@ def echo_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
         yield server.base_url, password
 
 
-def _cli(*args: str, base_url: str, password: str) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, base_url=base_url, username=USER, password=password)
+def _cli(
+    *args: str, base_url: str, password: str, **environ: str
+) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, base_url=base_url, username=USER, password=password, **environ)
 
 
 @pytest.mark.parametrize("binding", ["soap11", "soap12"])
@@ -287,33 +287,17 @@ async def test_a_password_that_is_part_of_every_answer_does_not_change_what_is_r
         assert await client.revoke_mobile_consent("5551234567") is True
 
 
-def _cli_with(
-    *args: str, base_url: str, password: str, **environ: str
-) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "VERIF_BASE_URL": base_url,
-        "VERIF_API_USERNAME": USER,
-        "VERIF_API_PASSWORD": password,
-        **environ,
-    }
-    command = [sys.executable, "-m", "verif_client._cli", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("mode", ["fault", "text-500"])
 def test_cli_username_is_secret_masks_the_echoed_username(mode: str) -> None:
     password = PASSWORDS[0]
     with serve_in_thread(echo(mode, password, send_ok=True)) as server:
         call = ("call", "GetMobileConsentText")
-        shown = _cli_with(*call, base_url=server.base_url, password=password)
-        by_flag = _cli_with(
-            *call, "--username-is-secret", base_url=server.base_url, password=password
-        )
-        by_variable = _cli_with(
+        shown = _cli(*call, base_url=server.base_url, password=password)
+        by_flag = _cli(*call, "--username-is-secret", base_url=server.base_url, password=password)
+        by_variable = _cli(
             *call, base_url=server.base_url, password=password, VERIF_USERNAME_IS_SECRET="yes"
         )
-        refused = _cli_with(
+        refused = _cli(
             *call, base_url=server.base_url, password=password, VERIF_USERNAME_IS_SECRET="maybe"
         )
     # Without the flag the echoed username is the service's words, shown as they came.
