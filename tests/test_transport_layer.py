@@ -71,21 +71,29 @@ async def test_an_injected_client_never_follows_redirects() -> None:
     assert "elsewhere" not in seen[0]
 
 
-async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
-    connections = 0
+class Answering:
+    """A raw server's handler: every request on a connection gets ``raw``;
+    counts the connections opened to it."""
 
-    async def handle(stream: anyio.abc.SocketStream) -> None:
-        nonlocal connections
-        connections += 1
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self.connections = 0
+
+    async def __call__(self, stream: anyio.abc.SocketStream) -> None:
+        self.connections += 1
         wire = Wire(stream)
         while await wire.request() is not None:
-            await stream.send(NOT_VERIFIED)
+            await stream.send(self.raw)
+
+
+async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
+    handle = Answering(NOT_VERIFIED)
 
     op = vc.get_operation("SecureLink_SecurityCode_HasBeenVerified")
     request = vc.codec_for(vc.Binding.SOAP11).encode(op, {"RequestId": 4294967297})
     async with raw_server(handle) as port:
         for expiry, expected in ((60.0, 1), (0.0, 2)):
-            connections = 0
+            handle.connections = 0
             pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}", keepalive_expiry=expiry)
             try:
                 for _ in range(2):
@@ -95,7 +103,7 @@ async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
                     assert status == 200
             finally:
                 await pool.aclose()
-            assert connections == expected
+            assert handle.connections == expected
 
 
 def test_tls_trusts_certifis_bundle_by_default() -> None:
@@ -150,14 +158,7 @@ async def test_an_answer_larger_than_any_read_comes_back_whole_on_a_reused_conne
             f"<GetMobileConsentTextResult>{text}</GetMobileConsentTextResult>",
         )
     )
-    connections = 0
-
-    async def handle(stream: anyio.abc.SocketStream) -> None:
-        nonlocal connections
-        connections += 1
-        wire = Wire(stream)
-        while await wire.request() is not None:
-            await stream.send(big)
+    handle = Answering(big)
 
     async with (
         raw_server(handle) as port,
@@ -167,4 +168,4 @@ async def test_an_answer_larger_than_any_read_comes_back_whole_on_a_reused_conne
     ):
         for _ in range(3):
             assert await client.get_mobile_consent_text() == text
-    assert connections == 1
+    assert handle.connections == 1
