@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
@@ -25,6 +26,7 @@ import pytest
 from relsupport import PASSWORD, USER, client_sockets_to, task_count, wait_for
 
 import verif_client as vc
+from verif_client._transport import _pool
 
 pytestmark = pytest.mark.anyio
 
@@ -227,6 +229,46 @@ async def test_a_connection_the_server_closed_while_idle_is_never_used() -> None
             await closed.wait()
             # Written into the closed connection, this SMS would be "delivery unknown".
             assert (await send_sms(c)).request_id == 7
+    assert served == [1, 1]
+
+
+async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race no idle check can close: the peer resets the connection after
+    # the check and before the write. write(2) then takes no byte, so the SMS
+    # provably never left: it is sent once, on a fresh connection, not
+    # reported as "delivery unknown".
+    served: list[int] = []
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        index = len(served)
+        served.append(0)
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            served[index] += 1
+            await stream.send(SMS_SENT)
+            if index == 0:
+                # Closed with a reset (linger 0) when the handler returns.
+                sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return
+
+    checked: list[bool] = []
+    idle_check = _pool._untouched
+
+    def too_early(connection: Any) -> bool:
+        checked.append(idle_check(connection))
+        return True  # what the check saw before the reset came
+
+    async with raw_server(handle) as port, client(port, retry=FAST_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            assert (await send_sms(c)).request_id == 7
+            (idle,) = c._connections._idle  # type: ignore[union-attr]
+            await wait_for(lambda: not idle_check(idle), "the reset reached the client")
+            monkeypatch.setattr(_pool, "_untouched", too_early)
+            assert (await send_sms(c)).request_id == 7
+    assert checked == [False]
     assert served == [1, 1]
 
 

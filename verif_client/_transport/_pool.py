@@ -176,7 +176,8 @@ class ConnectionPool:
             raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             reason = "the client was closed" if self._closed else _reason(exc)
-            raise SendError(f"ReadError: {reason}", never_sent=not attempt.written) from None
+            kind = "ReadError" if attempt.written else "WriteError"
+            raise SendError(f"{kind}: {reason}", never_sent=not attempt.written) from None
         if answer is None:
             if attempt.connection is None:
                 raise SendError(
@@ -200,8 +201,7 @@ class ConnectionPool:
         attempt.connection = connection
         try:
             data = self._request_bytes(connection.h11, request)
-            attempt.written = True
-            await _write(connection, data)
+            await _write(connection, data, attempt)
             return await _read_answer(connection, cap, operation)
         except BaseException:
             # Half-used, cancelled or refused: its state is unknown, so it is gone.
@@ -322,7 +322,7 @@ class ConnectionPool:
             await anyio.aclose_forcefully(connection.stream)
 
 
-async def _write(connection: _Connection, data: bytes) -> None:
+async def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> None:
     """Write the whole request.
 
     Over plain TCP the request goes out with one write(2) on the socket the
@@ -333,6 +333,11 @@ async def _write(connection: _Connection, data: bytes) -> None:
     stream's own buffer is empty here (every earlier send waited until it
     drained; a connection whose send failed is closed), so nothing can be
     reordered; what the kernel does not take is sent through the stream.
+
+    It also tells "never sent" exactly: a write(2) that fails took no byte (a
+    peer that reset the connection after the idle check), so the attempt is
+    left unwritten and the request can be sent again. Through the stream
+    (TLS, or the rest of a partial write) any byte may have left.
     """
     if connection.plain_fd >= 0:
         try:
@@ -340,8 +345,10 @@ async def _write(connection: _Connection, data: bytes) -> None:
         except BlockingIOError:
             sent = 0
         if sent == len(data):
+            attempt.written = True
             return
         data = data[sent:]
+    attempt.written = True
     await connection.stream.send(data)
 
 
