@@ -34,3 +34,15 @@ POSITIVE_COUNT: Final = checked(int, lambda count: count >= 1, "a whole number >
 POSITIVE: Final = checked(float, lambda number: number > 0, "a number > 0")
 SECONDS: Final = checked(float, lambda seconds: 0 <= seconds < float("inf"), "seconds >= 0")
 FRACTION: Final = checked(float, lambda fraction: 0 <= fraction <= 1, "a fraction from 0 to 1")
+
+
+_YES: Final = frozenset({"1", "true", "yes", "on"})
+_NO: Final = frozenset({"0", "false", "no", "off"})
+
+
+def _yes_or_no(text: str) -> bool | None:
+    word = text.strip().lower()
+    return (word in _YES) if word in _YES | _NO else None
+
+
+YES_NO: Final = checked(_yes_or_no, lambda _: True, "yes or no (1, true, yes; 0, false, no)")

@@ -20,7 +20,7 @@ import anyio
 import attrs
 
 from . import __version__, _prometheus, _xsd
-from ._argtypes import POSITIVE, POSITIVE_COUNT
+from ._argtypes import POSITIVE, POSITIVE_COUNT, YES_NO
 from ._bulk import (
     BulkInputError,
     BulkOptions,
@@ -73,17 +73,6 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-_YES: Final = frozenset({"1", "true", "yes", "on"})
-_NO: Final = frozenset({"0", "false", "no", "off"})
-
-
-def _yes_no(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in _YES or lowered in _NO:
-        return lowered in _YES
-    raise argparse.ArgumentTypeError(f"{text!r} is not a yes/no value (1, true, yes; 0, false, no)")
-
-
 def _binding(text: str) -> Binding:
     try:
         return Binding(text)
@@ -96,7 +85,7 @@ def _binding(text: str) -> Binding:
 _FROM_ENVIRONMENT: Final[tuple[tuple[str, str, Callable[[str], object]], ...]] = (
     ("base_url", "VERIF_BASE_URL", str),
     ("username", "VERIF_API_USERNAME", str),
-    ("username_is_secret", "VERIF_USERNAME_IS_SECRET", _yes_no),
+    ("username_is_secret", "VERIF_USERNAME_IS_SECRET", YES_NO),
     ("binding", "VERIF_BINDING", _binding),
     ("timeout", "VERIF_TIMEOUT", POSITIVE),
     ("rate", "VERIF_RATE", POSITIVE),
