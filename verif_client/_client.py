@@ -224,7 +224,6 @@ class VerificationClient:
         # costs a system call (see _clock), and slots need no owner.
         if self._limiter is None:
             self._limiter = anyio.Semaphore(self.max_connections)
-            self._clock = loop_clock()
         return self._limiter
 
     # -- the six operations --------------------------------------------------
@@ -460,8 +459,10 @@ class VerificationClient:
         policy: RetryPolicy,
         before_send: Callable[[], Awaitable[None]] | None,
     ) -> R:
-        self._capacity()  # the limiter, and the loop's clock with it
-        clock = self._clock or anyio.current_time
+        clock = self._clock
+        if clock is None:
+            # Looked up once, on the loop (see _clock); it only measures durations.
+            clock = self._clock = loop_clock()
         started = clock()
         attempt = 0
         # A retried attempt is the same request, already recorded: the hook runs once.
