@@ -215,8 +215,6 @@ class PollStream(Generic[_O]):
         self._wakeup = anyio.Event()
         # When the dispatcher will look at the heap again on its own (-inf: it is awake).
         self._dispatcher_wakes_at = -math.inf
-        # The workers' intake, while the run is on (see _schedule).
-        self._handoff: MemoryObjectSendStream[_Watch] | None = None
         self._results_in: MemoryObjectSendStream[_O]
         self._results_out: MemoryObjectReceiveStream[_O]
         self._results_in, self._results_out = anyio.create_memory_object_stream(math.inf)
@@ -255,18 +253,7 @@ class PollStream(Generic[_O]):
 
     def _schedule(self, watch: _Watch, due: float) -> None:
         due = min(due, watch.deadline)
-        heap = self._heap
-        handoff = self._handoff
-        if handoff is not None and (not heap or due < heap[0][0]) and due <= self._now():
-            # Due now, and nothing is due before it: an idle worker takes it
-            # at once, without a pass through the heap and the dispatcher (a
-            # task switch and a loop iteration per id added to a quiet run).
-            try:
-                handoff.send_nowait(watch)
-                return
-            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                pass  # no worker idle (or the run is ending): the heap keeps it
-        heapq.heappush(heap, (due, next(self._sequence), watch))
+        heapq.heappush(self._heap, (due, next(self._sequence), watch))
         # Waking the dispatcher costs a task switch; it is only needed when it
         # sleeps past this watch's due time.
         if due < self._dispatcher_wakes_at:
@@ -274,7 +261,6 @@ class PollStream(Generic[_O]):
 
     async def _run(self, source: Iterable[int] | AsyncIterable[int] | None) -> None:
         due_send, due_receive = anyio.create_memory_object_stream[_Watch](0)
-        self._handoff = due_send
         async with anyio.create_task_group() as tg:
             if isinstance(source, AsyncIterable):
                 tg.start_soon(self._feed, source)
