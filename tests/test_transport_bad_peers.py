@@ -272,6 +272,29 @@ async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsew
     assert served == [1, 1]
 
 
+async def test_a_call_cancelled_before_it_writes_sends_nothing_and_keeps_the_connection() -> None:
+    # The request goes out with one write(2) and no yield before it: the
+    # cancellation must be taken first, or a cancelled SMS would still go out.
+    served: list[int] = []
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        served.append(0)
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            served[-1] += 1
+            await stream.send(SMS_SENT)
+
+    async with raw_server(handle) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            assert (await send_sms(c)).request_id == 7
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await send_sms(c)
+            assert scope.cancelled_caught
+            assert (await send_sms(c)).request_id == 7
+    assert served == [2]  # two SMS, one connection: the cancelled call wrote nothing
+
+
 @pytest.mark.parametrize("framing", ["http/1.0", "connection-close"])
 async def test_close_delimited_answers_are_read_and_never_reused(framing: str) -> None:
     body = answer(VERIFIED, "<Verified>true</Verified>")
