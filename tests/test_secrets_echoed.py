@@ -310,3 +310,27 @@ def test_cli_username_is_secret_masks_the_echoed_username(mode: str) -> None:
     assert refused.returncode == 2
     assert "VERIF_USERNAME_IS_SECRET" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_bulk_run_with_a_secret_username_keeps_it_out_of_every_file(tmp_path: Path) -> None:
+    password = PASSWORDS[0]
+    numbers = tmp_path / "in.csv"
+    numbers.write_text("phone_number\n5125550100\n5125550101\n")
+    journal, output = tmp_path / "job.journal", tmp_path / "out.jsonl"
+    with serve_in_thread(echo("error-message", password, send_ok=True)) as server:
+        bulk = _cli(
+            *("bulk", "run", "--input", str(numbers), "--question", "Is this you?"),
+            *("--journal", str(journal), "--output", str(output), "--deadline", "5s"),
+            "--username-is-secret",
+            base_url=server.base_url,
+            password=password,
+        )
+    assert bulk.returncode in (0, 4), bulk.stderr
+    assert output.read_text().count('"status": ') == 2
+    texts = {"cli": bulk.stdout + bulk.stderr}
+    texts.update((p.name, p.read_bytes().decode("utf-8", "replace")) for p in tmp_path.iterdir())
+    for where, text in texts.items():
+        assert USER not in text, where
+        assert_hidden(text, password, where)
+    # The echo did carry it: the rows hold the masked form.
+    assert "***" in output.read_text()
