@@ -23,6 +23,7 @@ import re
 import select
 import ssl
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
@@ -35,6 +36,7 @@ from .._codec import HTTPRequest
 from .._inflate import ACCEPT_ENCODING
 from . import Answer, SendError
 from ._body import CappedBody, check_declared_length
+from ._receiver import AsyncioReceiver
 
 # An idle connection older than this is closed rather than reused: servers
 # drop idle keep-alive connections after a few seconds (IIS: 120 s, many
@@ -63,7 +65,7 @@ def _stand_in(method: str) -> h11.Request:
 
 
 class _Connection:
-    __slots__ = ("h11", "idle_since", "plain_fd", "poller", "stream")
+    __slots__ = ("h11", "idle_since", "plain_fd", "poller", "receive", "receiver", "stream")
 
     def __init__(self, stream: anyio.abc.ByteStream, *, tls: bool) -> None:
         self.stream = stream
@@ -76,6 +78,11 @@ class _Connection:
         _read_in_heap_sized_chunks(stream)
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
+        # On asyncio over plain TCP, answers are read by a protocol of ours (see _receiver).
+        self.receiver = None if tls else AsyncioReceiver.take_over(stream)
+        self.receive: Callable[[int], Awaitable[bytes]] = (
+            stream.receive if self.receiver is None else self.receiver.receive
+        )
 
 
 def _read_in_heap_sized_chunks(stream: object) -> None:
@@ -331,14 +338,19 @@ async def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> Non
     send always checkpoints), about a tenth of a request's CPU. The answer's
     receive, which always waits, is this attempt's checkpoint instead. The
     stream's own buffer is empty here (every earlier send waited until it
-    drained; a connection whose send failed is closed), so nothing can be
-    reordered; what the kernel does not take is sent through the stream.
+    drained, and behind an AsyncioReceiver, whose transport no longer tells
+    anyio when it drains, _reusable closes a connection with bytes unsent; a
+    connection whose send failed is closed), so nothing can be reordered;
+    what the kernel does not take is sent through the stream.
 
     It also tells "never sent" exactly: a write(2) that fails took no byte (a
     peer that reset the connection after the idle check), so the attempt is
     left unwritten and the request can be sent again. Through the stream
     (TLS, or the rest of a partial write) any byte may have left.
     """
+    if connection.receiver is not None:
+        # From here on, bytes that arrive are the answer.
+        connection.receiver.expecting = True
     if connection.plain_fd >= 0:
         try:
             sent = os.write(connection.plain_fd, data)
@@ -354,7 +366,7 @@ async def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> Non
 
 async def _read_answer(connection: _Connection, cap: int, operation: str) -> Answer:
     h = connection.h11
-    stream = connection.stream
+    receive = connection.receive
     status = 0
     headers: list[tuple[str, str]] = []
     body: CappedBody | None = None
@@ -365,7 +377,7 @@ async def _read_answer(connection: _Connection, cap: int, operation: str) -> Ans
     while True:
         if event is h11.NEED_DATA:
             try:
-                data = await stream.receive(_READ_SIZE)
+                data = await receive(_READ_SIZE)
             except anyio.EndOfStream:
                 data = b""
                 if body is None:
@@ -391,6 +403,9 @@ async def _read_answer(connection: _Connection, cap: int, operation: str) -> Ans
             body.feed(bytes(event.data))
         elif type(event) is h11.EndOfMessage:
             assert body is not None
+            if connection.receiver is not None:
+                # Whatever comes now was never asked for.
+                connection.receiver.expecting = False
             return status, headers, body.value()
         elif type(event) is h11.InformationalResponse:
             pass  # 100 Continue and friends: the attempt's deadline bounds how many
@@ -403,6 +418,11 @@ async def _read_answer(connection: _Connection, cap: int, operation: str) -> Ans
 
 
 def _reusable(connection: _Connection) -> bool:
+    receiver = connection.receiver
+    if receiver is not None and receiver.unsent:
+        # Answered before it had read all of the request: what it did not
+        # read would be written after the next request's first bytes.
+        return False
     h = connection.h11
     # MUST_CLOSE (Connection: close, HTTP/1.0) leaves the states short of DONE.
     if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
@@ -418,7 +438,8 @@ def _reusable(connection: _Connection) -> bool:
 
 def _untouched(connection: _Connection) -> bool:
     """Nothing arrived since the last answer: no bytes, no close. One syscall."""
-    if _read_ahead(connection.stream):
+    receiver = connection.receiver
+    if receiver.stray if receiver is not None else _read_ahead(connection.stream):
         return False
     # Readable means bytes arrived or the peer closed (POLLHUP/POLLERR always count).
     return not connection.poller.poll(0)

@@ -1,0 +1,187 @@
+"""The asyncio read path (``_transport._receiver``) against peers of the test's own.
+
+On asyncio over plain TCP the pool reads answers through a protocol of its own
+with reading left on between answers. What that must not cost: memory to a
+peer that pushes bytes into an idle connection, and order to a request the
+peer answered before reading all of it. Trio (and TLS) read through the anyio
+stream; the tests that only mean something on asyncio say so.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import anyio
+import anyio.abc
+import pytest
+from test_transport_bad_peers import (
+    GUARD,
+    NOT_VERIFIED,
+    VERIFIED_TRUE,
+    Wire,
+    client,
+    raw_server,
+)
+
+import verif_client as vc
+from verif_client._codec import HTTPRequest
+from verif_client._transport import SendError, _pool
+from verif_client._transport._receiver import AsyncioReceiver
+
+pytestmark = pytest.mark.anyio
+asyncio_only = pytest.mark.parametrize("anyio_backend", ["asyncio"])
+
+
+async def _answering(stream: anyio.abc.SocketStream) -> None:
+    wire = Wire(stream)
+    while await wire.request() is not None:
+        await stream.send(VERIFIED_TRUE)
+
+
+async def test_the_read_path_is_ours_on_asyncio_and_the_stream_on_trio(
+    anyio_backend: str,
+) -> None:
+    # A silent fall-back to the stream would keep every test green and cost a
+    # tenth of a polling request's CPU: the choice is asserted here.
+    async with raw_server(_answering) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            assert (await c.has_been_verified(4294967297)).verified is True
+        (connection,) = c._connections._idle  # type: ignore[union-attr]
+        if anyio_backend == "asyncio":
+            assert isinstance(connection.receiver, AsyncioReceiver)
+        else:
+            assert connection.receiver is None
+        with anyio.fail_after(GUARD):
+            assert (await c.has_been_verified(4294967298)).verified is True
+        assert c._connections.open_connections == 1  # type: ignore[union-attr]
+
+
+@asyncio_only
+async def test_a_peer_pushing_bytes_into_an_idle_connection_is_cut_off_at_once() -> None:
+    # Reading stays on between answers: without the cut-off, every byte such a
+    # peer sends would be buffered until the connection was next checked out.
+    pushed = 0
+    idle = anyio.Event()
+    cut_off = anyio.Event()
+    connections = 0
+
+    async def push_while_idle(stream: anyio.abc.SocketStream) -> None:
+        nonlocal pushed, connections
+        connections += 1
+        first = connections == 1
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            await stream.send(NOT_VERIFIED)
+            if first:
+                await idle.wait()
+                try:
+                    while pushed < 256 * 1024 * 1024:
+                        await stream.send(b"x" * 65536)
+                        pushed += 65536
+                finally:
+                    cut_off.set()
+
+    async with raw_server(push_while_idle) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            assert (await c.has_been_verified(4294967297)).verified is False
+            (connection,) = c._connections._idle  # type: ignore[union-attr]
+            assert not connection.receiver.stray
+            idle.set()
+            await cut_off.wait()
+            assert connection.receiver.stray
+            assert (await c.has_been_verified(4294967298)).verified is False
+    # 256 MB were offered; the client closed the connection within what the
+    # kernel's socket buffers hold.
+    assert pushed < 64 * 1024 * 1024
+    assert connections == 2
+
+
+@asyncio_only
+async def test_an_answer_before_the_whole_request_was_read_retires_the_connection() -> None:
+    # The peer answers after the request's head and leaves the body unread, so
+    # part of it still waits in the transport's buffer when the answer is
+    # complete. Reused, that connection would send the next request's bytes
+    # after the rest of this body: the connection must be closed instead.
+    connections = 0
+    second_request = anyio.Event()
+
+    async def answer_early(stream: anyio.abc.SocketStream) -> None:
+        nonlocal connections
+        connections += 1
+        if connections == 1:
+            buffer = b""
+            while b"\r\n\r\n" not in buffer:
+                buffer += await stream.receive()
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly")
+            # Left unread until the client has moved on.
+            await second_request.wait()
+            return
+        wire = Wire(stream)
+        while (request := await wire.request()) is not None:
+            assert request.startswith(b"POST /second ")
+            second_request.set()
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+
+    big = HTTPRequest(method="POST", path="/first", headers=(), body=b"x" * (64 * 1024 * 1024))
+    small = HTTPRequest(method="POST", path="/second", headers=(), body=b"y")
+    async with raw_server(answer_early) as port:
+        pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}")
+        try:
+            with anyio.fail_after(GUARD):
+                status, _, body = await pool.send(
+                    big, time_limit=GUARD, max_response_bytes=1000, operation="First"
+                )
+                assert (status, body) == (200, b"early")
+                assert pool.open_connections == 0
+                status, _, body = await pool.send(
+                    small, time_limit=GUARD, max_response_bytes=1000, operation="Second"
+                )
+                assert (status, body) == (200, b"late")
+        finally:
+            await pool.aclose()
+    assert connections == 2
+
+
+async def test_a_connection_closed_by_the_pool_fails_a_waiting_call_as_closed() -> None:
+    # aclose() while an answer is awaited: the waiting call ends with the
+    # client's words for it, on both read paths.
+    waiting = anyio.Event()
+
+    async def never_answer(stream: anyio.abc.SocketStream) -> None:
+        await Wire(stream).request()
+        waiting.set()
+        await anyio.sleep_forever()
+
+    async with raw_server(never_answer) as port:
+        pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}")
+        request = HTTPRequest(method="GET", path="/", headers=(), body=b"")
+        caught: list[SendError] = []
+
+        async def call() -> None:
+            try:
+                await pool.send(request, time_limit=GUARD, max_response_bytes=100, operation="X")
+            except SendError as exc:
+                caught.append(exc)
+
+        with anyio.fail_after(GUARD):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await waiting.wait()
+                await pool.aclose()
+    (error,) = caught
+    assert str(error) == "ReadError: the client was closed"
+    assert error.never_sent is False
+
+
+async def test_a_peer_reset_mid_answer_is_a_read_error_quoting_the_reset() -> None:
+    async def reset_mid_answer(stream: anyio.abc.SocketStream) -> None:
+        await Wire(stream).request()
+        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    async with raw_server(reset_mid_answer) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+            await c.has_been_verified(4294967297)
+    assert str(caught.value).endswith("ReadError: [Errno 104] Connection reset by peer")

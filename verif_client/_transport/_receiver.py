@@ -1,0 +1,129 @@
+"""Reading answers on asyncio without anyio's per-receive bookkeeping.
+
+anyio's asyncio socket stream keeps reading paused between receives and, on
+every receive that has to wait, resumes reading and pauses it again: two
+``epoll_ctl`` calls, the selector's Python bookkeeping and a guard object per
+answer, about a tenth of a polling request's CPU. A pool connection only ever
+waits for the answer to the request it just wrote, so on asyncio over plain
+TCP the pool puts this protocol in place of anyio's on the stream's transport:
+reading stays on, and bytes go straight to the one waiting attempt.
+
+Reading always on must not let a peer fill our memory: bytes that arrive when
+no answer is awaited were never asked for, so they end the connection there
+and then (and the pool's idle check sees it, as it sees the peer's close).
+While an answer is awaited, every wake-up takes all that arrived, and the
+transport reads at most one chunk per event-loop pass, so at most a chunk or
+two is ever held here; the body's size cap applies as it is fed to h11.
+
+anyio (the stream, its connect and its close) stays in charge of everything
+else; on trio, over TLS, or with a stream this does not recognise, the pool
+reads through the stream as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import anyio
+
+
+class AsyncioReceiver(asyncio.Protocol):
+    """The protocol of one pool connection's transport, once taken over."""
+
+    @classmethod
+    def take_over(cls, stream: object) -> AsyncioReceiver | None:
+        """Install a receiver on an anyio asyncio socket stream; None if it is not one."""
+        transport = getattr(stream, "_transport", None)
+        previous = getattr(stream, "_protocol", None)
+        if (
+            not isinstance(transport, asyncio.Transport)
+            or previous is None
+            or transport.get_protocol() is not previous
+            or not hasattr(previous, "read_queue")
+        ):
+            return None
+        receiver = cls(transport)
+        # A peer that spoke before we did (or closed) left its mark on anyio's
+        # protocol: this connection must never carry a request.
+        if previous.read_queue or getattr(previous, "is_at_eof", False):
+            receiver._stray = True
+        if getattr(previous, "exception", None) is not None or transport.is_closing():
+            receiver._stray = True
+        transport.set_protocol(receiver)
+        transport.resume_reading()
+        return receiver
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        self._chunks: deque[bytes] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._eof = False
+        self._lost = False
+        self._error: BaseException | None = None
+        # Bytes or a close that came while no answer was awaited.
+        self._stray = False
+        self.expecting = False
+
+    @property
+    def stray(self) -> bool:
+        """Something arrived, or the connection ended, since the last answer."""
+        return self._stray or self._eof or self._lost
+
+    @property
+    def unsent(self) -> bool:
+        """Part of the request still waits in the transport's buffer."""
+        return self._transport.get_write_buffer_size() > 0
+
+    # -- asyncio.Protocol ------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if not self.expecting:
+            self._stray = True
+            self._transport.abort()
+            return
+        self._chunks.append(data)
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return False  # the transport closes: a half-closed connection is of no use here
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- what the pool calls -----------------------------------------------
+
+    async def receive(self, max_bytes: int = 0) -> bytes:
+        """All bytes that arrived, waiting for some; the stream's receive() errors at the end.
+
+        ``max_bytes`` is ignored: a chunk is already at most the transport's read size.
+        """
+        chunks = self._chunks
+        while not chunks:
+            if self._error is not None:
+                raise anyio.BrokenResourceError from self._error
+            if self._eof:
+                raise anyio.EndOfStream
+            if self._lost:
+                # Closed at our end (the pool's aclose or a cancelled attempt).
+                raise anyio.ClosedResourceError
+            waiter = self._waiter = self._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        if len(chunks) == 1:
+            return chunks.popleft()
+        data = b"".join(chunks)
+        chunks.clear()
+        return data
