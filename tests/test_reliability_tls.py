@@ -6,20 +6,33 @@ import logging
 import shutil
 import ssl
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import anyio
 import anyio.abc
 import pytest
 from anyio.streams.tls import TLSListener
-from relsupport import PASSWORD, USER
+from relsupport import PASSWORD, USER, wait_for
+from test_transport_bad_peers import (
+    GONE,
+    GUARD,
+    NOT_VERIFIED,
+    VERIFIED,
+    VERIFIED_TRUE,
+    Wire,
+    answer,
+)
 
 import verif_client as vc
+from verif_client._transport._pool import ConnectionPool, _untouched
+from verif_client._transport._receiver import AsyncioReceiver
 from verif_client.simulator import Simulator
 from verif_client.simulator._server import Server, _Connection
 
 pytestmark = pytest.mark.anyio
+VERIFIED_BODY = answer(VERIFIED, "<Verified>true</Verified>")
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +111,120 @@ async def test_a_trusted_certificate_verifies(
     ) as client:
         assert await client.get_mobile_consent_text()
     assert not caplog.records
+
+
+# -- the connection layer over TLS ---------------------------------------------
+
+
+@pytest.fixture
+def trusting(certificate: tuple[Path, Path]) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(certificate[0]))
+
+
+@asynccontextmanager
+async def tls_server(
+    certificate: tuple[Path, Path], handle: Callable[[anyio.abc.ByteStream], Awaitable[None]]
+) -> AsyncIterator[str]:
+    """A raw server of the test's own behind the self-signed certificate."""
+    cert, key = certificate
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+    listener = TLSListener(tcp, context, standard_compatible=False)
+
+    async def guarded(stream: anyio.abc.ByteStream) -> None:
+        async with stream:
+            with suppress(*GONE):
+                await handle(stream)
+
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, guarded)
+        yield f"https://127.0.0.1:{port}"
+        tg.cancel_scope.cancel()
+
+
+async def test_calls_over_tls_share_one_connection(
+    https_url: str, trusting: ssl.SSLContext, anyio_backend: str
+) -> None:
+    async with vc.VerificationClient(
+        https_url, username=USER, password=PASSWORD, verify=trusting, retry=vc.NO_RETRY
+    ) as client:
+        with anyio.fail_after(GUARD):
+            for _ in range(3):
+                assert await client.get_mobile_consent_text()
+        pool = client._connections
+        assert isinstance(pool, ConnectionPool)
+        (connection,) = pool._idle
+        # asyncio's TLS layer under our protocol on asyncio; anyio's TLS stream on trio.
+        assert isinstance(connection.receiver, AsyncioReceiver) is (anyio_backend == "asyncio")
+        assert pool.open_connections == 1
+
+
+async def test_an_unrequested_answer_over_tls_never_answers_the_next_call(
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext
+) -> None:
+    # The extra answer arrives while the connection is idle, encrypted: only
+    # the TLS layer can tell it is there, and the connection must not be reused.
+    connections = 0
+    idle = anyio.Event()
+    pushed = anyio.Event()
+
+    async def handle(stream: anyio.abc.ByteStream) -> None:
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            await stream.send(NOT_VERIFIED)
+            if first:
+                await idle.wait()
+                await stream.send(VERIFIED_TRUE)
+                pushed.set()
+
+    async with (
+        tls_server(certificate, handle) as url,
+        vc.VerificationClient(
+            url, username=USER, password=PASSWORD, verify=trusting, retry=vc.NO_RETRY
+        ) as client,
+    ):
+        with anyio.fail_after(GUARD):
+            assert (await client.has_been_verified(4294967297)).verified is False
+            pool = client._connections
+            assert isinstance(pool, ConnectionPool)
+            (connection,) = pool._idle
+            idle.set()
+            await pushed.wait()
+            await wait_for(lambda: not _untouched(connection), "the extra answer arrived")
+            assert (await client.has_been_verified(4294967298)).verified is False
+    assert connections == 2
+
+
+@pytest.mark.parametrize("framing", ["http/1.0", "connection-close"])
+async def test_close_delimited_answers_over_tls_are_read_and_never_reused(
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext, framing: str
+) -> None:
+    # The server closes without a TLS close_notify (as IIS and many others do):
+    # the answer is still whole, and the next call opens a new connection.
+    if framing == "http/1.0":
+        raw = b"HTTP/1.0 200 OK\r\nContent-Type: text/xml\r\n\r\n" + VERIFIED_BODY
+    else:
+        raw = VERIFIED_TRUE.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
+    connections = 0
+
+    async def handle(stream: anyio.abc.ByteStream) -> None:
+        nonlocal connections
+        connections += 1
+        if await Wire(stream).request() is not None:
+            await stream.send(raw)
+
+    async with (
+        tls_server(certificate, handle) as url,
+        vc.VerificationClient(
+            url, username=USER, password=PASSWORD, verify=trusting, retry=vc.NO_RETRY
+        ) as client,
+    ):
+        with anyio.fail_after(GUARD):
+            for request_id in (4294967297, 4294967298):
+                assert (await client.has_been_verified(request_id)).verified is True
+    assert connections == 2

@@ -1,5 +1,8 @@
 """The default connection layer: an HTTP/1.1 pool on h11 over anyio streams.
 
+anyio connects and closes; on asyncio the answers are read by a protocol of
+ours on the stream's transport (see _receiver), on trio through the stream.
+
 Why our own: httpx 0.28's pool rescans, and polls the socket of, every pooled
 connection on every request, so its cost grows with its size; here checkout
 and return are O(1) (a stack of idle connections; the client's capacity
@@ -67,7 +70,9 @@ def _stand_in(method: str) -> h11.Request:
 class _Connection:
     __slots__ = ("h11", "idle_since", "plain_fd", "poller", "receive", "receiver", "stream")
 
-    def __init__(self, stream: anyio.abc.ByteStream, *, tls: bool) -> None:
+    def __init__(
+        self, stream: anyio.abc.ByteStream, receiver: AsyncioReceiver | None, *, tls: bool
+    ) -> None:
         self.stream = stream
         # poll(), not select(): a process with 1,024 connections has fds past FD_SETSIZE.
         self.poller = select.poll()
@@ -78,8 +83,9 @@ class _Connection:
         _read_in_heap_sized_chunks(stream)
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
-        # On asyncio over plain TCP, answers are read by a protocol of ours (see _receiver).
-        self.receiver = None if tls else AsyncioReceiver.take_over(stream)
+        # On asyncio, answers are read (and over TLS, requests written) by a
+        # protocol of ours on the socket's transport (see _receiver).
+        self.receiver = receiver
         self.receive: Callable[[int], Awaitable[bytes]] = (
             stream.receive if self.receiver is None else self.receiver.receive
         )
@@ -279,19 +285,33 @@ class ConnectionPool:
 
     async def _connect(self) -> _Connection:
         try:
-            if self._tls:
-                stream: anyio.abc.ByteStream = await anyio.connect_tcp(
-                    self._host,
-                    self._port,
-                    ssl_context=self._ssl_context(),
-                    tls_standard_compatible=False,
-                )
-            else:
-                stream = await anyio.connect_tcp(self._host, self._port)
-        except (OSError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            # Nothing of the request was written: it provably never left.
+            stream: anyio.abc.ByteStream = await anyio.connect_tcp(self._host, self._port)
+        except OSError as exc:
             raise SendError(f"ConnectError: {_reason(exc)}", never_sent=True) from None
-        return _Connection(stream, tls=self._tls)
+        try:
+            receiver = AsyncioReceiver.take_over(stream)
+            if self._tls:
+                # The handshake as anyio.connect_tcp(ssl_context=...) makes it,
+                # by asyncio's own TLS layer where the receiver took over.
+                if receiver is not None:
+                    await receiver.start_tls(self._ssl_context(), self._host)
+                else:
+                    from anyio.streams.tls import TLSStream
+
+                    stream = await TLSStream.wrap(
+                        stream,
+                        server_side=False,
+                        hostname=self._host,
+                        ssl_context=self._ssl_context(),
+                        standard_compatible=False,
+                    )
+        except BaseException as exc:
+            await anyio.aclose_forcefully(stream)
+            if isinstance(exc, (OSError, anyio.BrokenResourceError, anyio.EndOfStream)):
+                # Nothing of the request was written: it provably never left.
+                raise SendError(f"ConnectError: {_reason(exc)}", never_sent=True) from None
+            raise
+        return _Connection(stream, receiver, tls=self._tls)
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -361,7 +381,11 @@ async def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> Non
             return
         data = data[sent:]
     attempt.written = True
-    await connection.stream.send(data)
+    if connection.receiver is not None:
+        # Buffered by the transport: the answer's receive waits in its place.
+        connection.receiver.write(data)
+    else:
+        await connection.stream.send(data)
 
 
 async def _read_answer(connection: _Connection, cap: int, operation: str) -> Answer:

@@ -4,9 +4,11 @@ anyio's asyncio socket stream keeps reading paused between receives and, on
 every receive that has to wait, resumes reading and pauses it again: two
 ``epoll_ctl`` calls, the selector's Python bookkeeping and a guard object per
 answer, about a tenth of a polling request's CPU. A pool connection only ever
-waits for the answer to the request it just wrote, so on asyncio over plain
-TCP the pool puts this protocol in place of anyio's on the stream's transport:
-reading stays on, and bytes go straight to the one waiting attempt.
+waits for the answer to the request it just wrote, so on asyncio the pool
+puts this protocol in place of anyio's on the stream's transport: reading
+stays on, and bytes go straight to the one waiting attempt. Over TLS,
+asyncio's own TLS layer goes between the socket and this protocol (anyio's
+TLS stream would read through the same paused and resumed socket stream).
 
 Reading always on must not let a peer fill our memory: bytes that arrive when
 no answer is awaited were never asked for, so they end the connection there
@@ -15,14 +17,14 @@ While an answer is awaited, every wake-up takes all that arrived, and the
 transport reads at most one chunk per event-loop pass, so at most a chunk or
 two is ever held here; the body's size cap applies as it is fed to h11.
 
-anyio (the stream, its connect and its close) stays in charge of everything
-else; on trio, over TLS, or with a stream this does not recognise, the pool
-reads through the stream as before.
+anyio stays in charge of connecting and closing; on trio, or with a stream
+this does not recognise, the pool reads through the anyio stream as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import deque
 
 import anyio
@@ -70,6 +72,19 @@ class AsyncioReceiver(asyncio.Protocol):
     def stray(self) -> bool:
         """Something arrived, or the connection ended, since the last answer."""
         return self._stray or self._eof or self._lost
+
+    async def start_tls(self, context: ssl.SSLContext, server_hostname: str) -> None:
+        """Speak TLS from here on: asyncio's TLS layer goes between the socket and us."""
+        tls = await self._loop.start_tls(
+            self._transport, self, context, server_hostname=server_hostname
+        )
+        if tls is None:  # the transport closed during the handshake
+            raise anyio.BrokenResourceError
+        # Writes, closes and the unsent count go through the TLS layer now.
+        self._transport = tls
+
+    def write(self, data: bytes) -> None:
+        self._transport.write(data)
 
     @property
     def unsent(self) -> bool:
