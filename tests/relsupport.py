@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import pytest
 import sniffio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -31,6 +32,12 @@ ARGS: dict[str, dict[str, object]] = {
 }
 
 USER, PASSWORD = "acme-rel", "Rel-Pa55-6f1d0c-never-show"
+
+# The connection layer reaches into the event loop's transports: its tests run
+# on uvloop too, the loop many asyncio services use (a test module overrides
+# ``anyio_backend`` with these).
+UVLOOP = pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop")
+WITH_UVLOOP = ["asyncio", UVLOOP, "trio"]
 FAST_RETRY = vc.RetryPolicy(attempts=8, initial_backoff=0.001, max_backoff=0.004, deadline=10)
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 SEND = "SecureLink_Confirmation_SendRequestViaSms"

@@ -14,7 +14,7 @@ import anyio
 import anyio.abc
 import pytest
 from anyio.streams.tls import TLSListener
-from relsupport import PASSWORD, USER, wait_for
+from relsupport import PASSWORD, USER, WITH_UVLOOP, wait_for
 from test_transport_bad_peers import (
     GONE,
     GUARD,
@@ -32,6 +32,13 @@ from verif_client.simulator import Simulator
 from verif_client.simulator._server import Server, _Connection
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=WITH_UVLOOP)
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    return request.param
+
+
 VERIFIED_BODY = answer(VERIFIED, "<Verified>true</Verified>")
 
 
@@ -145,7 +152,7 @@ async def tls_server(
 
 
 async def test_calls_over_tls_share_one_connection(
-    https_url: str, trusting: ssl.SSLContext, anyio_backend: str
+    https_url: str, trusting: ssl.SSLContext, anyio_backend_name: str
 ) -> None:
     async with vc.VerificationClient(
         https_url, username=USER, password=PASSWORD, verify=trusting, retry=vc.NO_RETRY
@@ -157,7 +164,7 @@ async def test_calls_over_tls_share_one_connection(
         assert isinstance(pool, ConnectionPool)
         (connection,) = pool._idle
         # asyncio's TLS layer under our protocol on asyncio; anyio's TLS stream on trio.
-        assert isinstance(connection.receiver, AsyncioReceiver) is (anyio_backend == "asyncio")
+        assert isinstance(connection.receiver, AsyncioReceiver) is (anyio_backend_name == "asyncio")
         assert pool.open_connections == 1
 
 

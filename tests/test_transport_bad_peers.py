@@ -23,12 +23,18 @@ import anyio.from_thread
 import asmx
 import httpx
 import pytest
-from relsupport import PASSWORD, USER, client_sockets_to, task_count, wait_for
+from relsupport import PASSWORD, USER, WITH_UVLOOP, client_sockets_to, task_count, wait_for
 
 import verif_client as vc
 from verif_client._transport import _pool
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=WITH_UVLOOP)
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    return request.param
+
 
 Handler = Callable[[anyio.abc.SocketStream], Awaitable[None]]
 GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
@@ -219,7 +225,7 @@ async def test_a_connection_the_server_closed_while_idle_is_never_used() -> None
             served[index] += 1
             await stream.send(SMS_SENT)  # keep-alive: nothing says it will close
             if index == 0:
-                stream.extra(anyio.abc.SocketAttribute.raw_socket).shutdown(socket.SHUT_RDWR)
+                await stream.aclose()
                 closed.set()
                 return
 

@@ -15,6 +15,7 @@ import struct
 import anyio
 import anyio.abc
 import pytest
+from relsupport import UVLOOP, WITH_UVLOOP
 from test_transport_bad_peers import (
     GUARD,
     NOT_VERIFIED,
@@ -30,7 +31,12 @@ from verif_client._transport import SendError, _pool
 from verif_client._transport._receiver import AsyncioReceiver
 
 pytestmark = pytest.mark.anyio
-asyncio_only = pytest.mark.parametrize("anyio_backend", ["asyncio"])
+asyncio_only = pytest.mark.parametrize("anyio_backend", ["asyncio", UVLOOP])
+
+
+@pytest.fixture(params=WITH_UVLOOP)
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    return request.param
 
 
 async def _answering(stream: anyio.abc.SocketStream) -> None:
@@ -40,7 +46,7 @@ async def _answering(stream: anyio.abc.SocketStream) -> None:
 
 
 async def test_the_read_path_is_ours_on_asyncio_and_the_stream_on_trio(
-    anyio_backend: str,
+    anyio_backend_name: str,
 ) -> None:
     # A silent fall-back to the stream would keep every test green and cost a
     # tenth of a polling request's CPU: the choice is asserted here.
@@ -48,7 +54,7 @@ async def test_the_read_path_is_ours_on_asyncio_and_the_stream_on_trio(
         with anyio.fail_after(GUARD):
             assert (await c.has_been_verified(4294967297)).verified is True
         (connection,) = c._connections._idle  # type: ignore[union-attr]
-        if anyio_backend == "asyncio":
+        if anyio_backend_name == "asyncio":
             assert isinstance(connection.receiver, AsyncioReceiver)
         else:
             assert connection.receiver is None

@@ -90,6 +90,11 @@ class _Connection:
             stream.receive if self.receiver is None else self.receiver.receive
         )
 
+    async def close(self) -> None:
+        if self.receiver is not None:
+            self.receiver.closed_here = True
+        await anyio.aclose_forcefully(self.stream)
+
 
 def _read_in_heap_sized_chunks(stream: object) -> None:
     """Have asyncio read at most _READ_SIZE bytes at a time from this socket.
@@ -219,7 +224,7 @@ class ConnectionPool:
         except BaseException:
             # Half-used, cancelled or refused: its state is unknown, so it is gone.
             self._busy.discard(connection)
-            await anyio.aclose_forcefully(connection.stream)
+            await connection.close()
             raise
 
     def _request_bytes(self, h: h11.Connection, request: HTTPRequest) -> bytes:
@@ -275,10 +280,10 @@ class ConnectionPool:
                 if now - connection.idle_since < self._expiry and _untouched(connection):
                     self._busy.add(connection)
                     return connection
-                await anyio.aclose_forcefully(connection.stream)
+                await connection.close()
         connection = await self._connect()
         if self._closed:
-            await anyio.aclose_forcefully(connection.stream)
+            await connection.close()
             raise SendError("ConnectError: the client was closed", never_sent=True)
         self._busy.add(connection)
         return connection
@@ -329,7 +334,7 @@ class ConnectionPool:
     async def _release(self, connection: _Connection, now: float) -> None:
         self._busy.discard(connection)
         if self._closed or len(self._idle) >= self._max_idle or not _reusable(connection):
-            await anyio.aclose_forcefully(connection.stream)
+            await connection.close()
             return
         connection.idle_since = now
         idle = self._idle
@@ -337,7 +342,7 @@ class ConnectionPool:
         # The stack's bottom is its oldest: expire one there per return, so
         # connections a shrinking load no longer needs do not stay open forever.
         if now - idle[0].idle_since >= self._expiry:
-            await anyio.aclose_forcefully(idle.popleft().stream)
+            await idle.popleft().close()
 
     async def aclose(self) -> None:
         self._closed = True
@@ -346,7 +351,7 @@ class ConnectionPool:
         self._busy.clear()
         for connection in connections:
             # A call still waiting on one of these ends with a ReadError.
-            await anyio.aclose_forcefully(connection.stream)
+            await connection.close()
 
 
 async def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> None:

@@ -26,8 +26,19 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from typing import Any
 
 import anyio
+
+_TRANSPORT_METHODS = (
+    "abort",
+    "get_protocol",
+    "get_write_buffer_size",
+    "is_closing",
+    "resume_reading",
+    "set_protocol",
+    "write",
+)
 
 
 class AsyncioReceiver(asyncio.Protocol):
@@ -36,11 +47,12 @@ class AsyncioReceiver(asyncio.Protocol):
     @classmethod
     def take_over(cls, stream: object) -> AsyncioReceiver | None:
         """Install a receiver on an anyio asyncio socket stream; None if it is not one."""
-        transport = getattr(stream, "_transport", None)
-        previous = getattr(stream, "_protocol", None)
+        transport: Any = getattr(stream, "_transport", None)
+        previous: Any = getattr(stream, "_protocol", None)
+        # Duck-typed: uvloop's transports have asyncio's methods without its base class.
         if (
-            not isinstance(transport, asyncio.Transport)
-            or previous is None
+            previous is None
+            or not all(hasattr(transport, name) for name in _TRANSPORT_METHODS)
             or transport.get_protocol() is not previous
             or not hasattr(previous, "read_queue")
         ):
@@ -67,6 +79,8 @@ class AsyncioReceiver(asyncio.Protocol):
         # Bytes or a close that came while no answer was awaited.
         self._stray = False
         self.expecting = False
+        # Set by the pool before it closes the connection: a close of ours, not the peer's.
+        self.closed_here = False
 
     @property
     def stray(self) -> bool:
@@ -127,11 +141,12 @@ class AsyncioReceiver(asyncio.Protocol):
         while not chunks:
             if self._error is not None:
                 raise anyio.BrokenResourceError from self._error
-            if self._eof:
-                raise anyio.EndOfStream
-            if self._lost:
-                # Closed at our end (the pool's aclose or a cancelled attempt).
+            if self.closed_here:
                 raise anyio.ClosedResourceError
+            if self._eof or self._lost:
+                # A TLS layer may report the peer's close as a lost connection
+                # without an end of file first (uvloop's does).
+                raise anyio.EndOfStream
             waiter = self._waiter = self._loop.create_future()
             try:
                 await waiter
