@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import Any
 
 import anyio
 import anyio.abc
 import pytest
-from relsupport import UVLOOP, WITH_UVLOOP
+from relsupport import UVLOOP, WITH_UVLOOP, wait_for
 from test_transport_bad_peers import (
+    FAST_RETRY,
     GUARD,
     NOT_VERIFIED,
     VERIFIED_TRUE,
     Wire,
     client,
     raw_server,
+    send_sms,
 )
 
 import verif_client as vc
@@ -191,3 +194,39 @@ async def test_a_peer_reset_mid_answer_is_a_read_error_quoting_the_reset() -> No
         with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
             await c.has_been_verified(4294967297)
     assert str(caught.value).endswith("ReadError: [Errno 104] Connection reset by peer")
+
+
+async def test_a_server_that_speaks_first_gets_no_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Whatever such a server sends cannot be the answer to a request it has
+    # not seen; and since nothing was written, an SMS is a plain transport
+    # error (safe to retry), never "delivery unknown".
+    requests = 0
+
+    async def speak_first(stream: anyio.abc.SocketStream) -> None:
+        nonlocal requests
+        await stream.send(VERIFIED_TRUE)
+        while await Wire(stream).request() is not None:
+            requests += 1
+
+    connect = _pool.ConnectionPool._connect
+
+    async def connect_once_the_bytes_are_there(pool: _pool.ConnectionPool) -> Any:
+        # The race made deterministic: the server's bytes have reached us
+        # before the request would be written.
+        connection = await connect(pool)
+        await wait_for(lambda: bool(connection.poller.poll(0)) or _stray(connection), "bytes")
+        return connection
+
+    monkeypatch.setattr(_pool.ConnectionPool, "_connect", connect_once_the_bytes_are_there)
+    async with raw_server(speak_first) as port, client(port, retry=FAST_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+            await send_sms(c)
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert "the server sent bytes before it was asked anything" in str(caught.value)
+    assert requests == 0
+
+
+def _stray(connection: Any) -> bool:
+    return connection.receiver is not None and connection.receiver.stray

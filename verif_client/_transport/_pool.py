@@ -285,6 +285,15 @@ class ConnectionPool:
         if self._closed:
             await connection.close()
             raise SendError("ConnectError: the client was closed", never_sent=True)
+        if _spoke_first(connection):
+            # Bytes before any request are no answer to this one (nor a close
+            # a reason to call it delivered): nothing was written, and the
+            # retry rules can treat it so.
+            await connection.close()
+            raise SendError(
+                "RemoteProtocolError: the server sent bytes before it was asked anything",
+                never_sent=True,
+            )
         self._busy.add(connection)
         return connection
 
@@ -472,6 +481,16 @@ def _untouched(connection: _Connection) -> bool:
         return False
     # Readable means bytes arrived or the peer closed (POLLHUP/POLLERR always count).
     return not connection.poller.poll(0)
+
+
+def _spoke_first(connection: _Connection) -> bool:
+    """A new connection on which the server sent (or closed) before any request."""
+    receiver = connection.receiver
+    if receiver.stray if receiver is not None else _read_ahead(connection.stream):
+        return True
+    # Over TLS the socket may hold the handshake's last records (TLS 1.3
+    # session tickets): only plain TCP's bytes are the server's own words.
+    return connection.plain_fd >= 0 and bool(connection.poller.poll(0))
 
 
 def _read_ahead(stream: object) -> bool:
