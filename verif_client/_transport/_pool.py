@@ -291,7 +291,8 @@ class ConnectionPool:
             # retry rules can treat it so.
             await connection.close()
             raise SendError(
-                "RemoteProtocolError: the server sent bytes before it was asked anything",
+                "RemoteProtocolError: the server sent bytes (or closed) "
+                "before it was asked anything",
                 never_sent=True,
             )
         self._busy.add(connection)
