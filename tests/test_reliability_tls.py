@@ -19,10 +19,10 @@ from test_transport_bad_peers import (
     GONE,
     GUARD,
     NOT_VERIFIED,
-    VERIFIED,
     VERIFIED_TRUE,
-    Wire,
-    answer,
+    AnswerOnceAndClose,
+    MisbehavingWhileIdle,
+    close_delimited,
 )
 
 import verif_client as vc
@@ -37,9 +37,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(params=WITH_UVLOOP)
 def anyio_backend(request: pytest.FixtureRequest) -> object:
     return request.param
-
-
-VERIFIED_BODY = answer(VERIFIED, "<Verified>true</Verified>")
 
 
 @pytest.fixture(scope="module")
@@ -151,12 +148,16 @@ async def tls_server(
         tg.cancel_scope.cancel()
 
 
+def trusting_client(url: str, trusting: ssl.SSLContext) -> vc.VerificationClient:
+    return vc.VerificationClient(
+        url, username=USER, password=PASSWORD, verify=trusting, retry=vc.NO_RETRY
+    )
+
+
 async def test_calls_over_tls_share_one_connection(
     https_url: str, trusting: ssl.SSLContext, anyio_backend_name: str
 ) -> None:
-    async with vc.VerificationClient(
-        https_url, username=USER, password=PASSWORD, verify=trusting, retry=vc.NO_RETRY
-    ) as client:
+    async with trusting_client(https_url, trusting) as client:
         with anyio.fail_after(GUARD):
             for _ in range(3):
                 assert await client.get_mobile_consent_text()
@@ -173,38 +174,21 @@ async def test_an_unrequested_answer_over_tls_never_answers_the_next_call(
 ) -> None:
     # The extra answer arrives while the connection is idle, encrypted: only
     # the TLS layer can tell it is there, and the connection must not be reused.
-    connections = 0
-    idle = anyio.Event()
-    pushed = anyio.Event()
+    async def answer_again(stream: anyio.abc.ByteStream) -> None:
+        await stream.send(VERIFIED_TRUE)
 
-    async def handle(stream: anyio.abc.ByteStream) -> None:
-        nonlocal connections
-        connections += 1
-        first = connections == 1
-        wire = Wire(stream)
-        while await wire.request() is not None:
-            await stream.send(NOT_VERIFIED)
-            if first:
-                await idle.wait()
-                await stream.send(VERIFIED_TRUE)
-                pushed.set()
-
-    async with (
-        tls_server(certificate, handle) as url,
-        vc.VerificationClient(
-            url, username=USER, password=PASSWORD, verify=trusting, retry=vc.NO_RETRY
-        ) as client,
-    ):
+    server = MisbehavingWhileIdle(NOT_VERIFIED, answer_again)
+    async with tls_server(certificate, server) as url, trusting_client(url, trusting) as client:
         with anyio.fail_after(GUARD):
             assert (await client.has_been_verified(4294967297)).verified is False
             pool = client._connections
             assert isinstance(pool, ConnectionPool)
             (connection,) = pool._idle
-            idle.set()
-            await pushed.wait()
+            server.idle.set()
+            await server.done.wait()
             await wait_for(lambda: not _untouched(connection), "the extra answer arrived")
             assert (await client.has_been_verified(4294967298)).verified is False
-    assert connections == 2
+    assert server.connections == 2
 
 
 @pytest.mark.parametrize("framing", ["http/1.0", "connection-close"])
@@ -213,25 +197,10 @@ async def test_close_delimited_answers_over_tls_are_read_and_never_reused(
 ) -> None:
     # The server closes without a TLS close_notify (as IIS and many others do):
     # the answer is still whole, and the next call opens a new connection.
-    if framing == "http/1.0":
-        raw = b"HTTP/1.0 200 OK\r\nContent-Type: text/xml\r\n\r\n" + VERIFIED_BODY
-    else:
-        raw = VERIFIED_TRUE.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
-    connections = 0
+    handle = AnswerOnceAndClose(close_delimited(framing))
 
-    async def handle(stream: anyio.abc.ByteStream) -> None:
-        nonlocal connections
-        connections += 1
-        if await Wire(stream).request() is not None:
-            await stream.send(raw)
-
-    async with (
-        tls_server(certificate, handle) as url,
-        vc.VerificationClient(
-            url, username=USER, password=PASSWORD, verify=trusting, retry=vc.NO_RETRY
-        ) as client,
-    ):
+    async with tls_server(certificate, handle) as url, trusting_client(url, trusting) as client:
         with anyio.fail_after(GUARD):
             for request_id in (4294967297, 4294967298):
                 assert (await client.has_been_verified(request_id)).verified is True
-    assert connections == 2
+    assert handle.connections == 2

@@ -111,6 +111,34 @@ async def raw_server(handle: Handler, host: str = "127.0.0.1") -> AsyncIterator[
         tg.cancel_scope.cancel()
 
 
+class MisbehavingWhileIdle:
+    """Answers every request with ``answer``; on its first connection, once the
+    test sets ``idle`` (the client has put the connection back), runs
+    ``misbehave`` on it. Counts the connections it was given."""
+
+    def __init__(
+        self, answer: bytes, misbehave: Callable[[anyio.abc.ByteStream], Awaitable[None]]
+    ) -> None:
+        self.answer = answer
+        self.misbehave = misbehave
+        self.idle = anyio.Event()
+        self.done = anyio.Event()
+        self.connections = 0
+
+    async def __call__(self, stream: anyio.abc.ByteStream) -> None:
+        self.connections += 1
+        first = self.connections == 1
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            await stream.send(self.answer)
+            if first:
+                await self.idle.wait()
+                try:
+                    await self.misbehave(stream)
+                finally:
+                    self.done.set()
+
+
 def client(port: int, **options: Any) -> vc.VerificationClient:
     return vc.VerificationClient(
         f"http://127.0.0.1:{port}", username=USER, password=PASSWORD, **options
@@ -301,26 +329,35 @@ async def test_a_call_cancelled_before_it_writes_sends_nothing_and_keeps_the_con
     assert served == [2]  # two SMS, one connection: the cancelled call wrote nothing
 
 
-@pytest.mark.parametrize("framing", ["http/1.0", "connection-close"])
-async def test_close_delimited_answers_are_read_and_never_reused(framing: str) -> None:
+def close_delimited(framing: str) -> bytes:
+    """A HasBeenVerified ``true`` whose end is the server's close."""
     body = answer(VERIFIED, "<Verified>true</Verified>")
     if framing == "http/1.0":
-        raw = b"HTTP/1.0 200 OK\r\nContent-Type: text/xml\r\n\r\n" + body
-    else:
-        raw = http_response(body, headers=b"Connection: close\r\n")
-    connections = 0
+        return b"HTTP/1.0 200 OK\r\nContent-Type: text/xml\r\n\r\n" + body
+    return http_response(body, headers=b"Connection: close\r\n")
 
-    async def handle(stream: anyio.abc.SocketStream) -> None:
-        nonlocal connections
-        connections += 1
+
+class AnswerOnceAndClose:
+    """Answers one request per connection with ``raw``, then closes; counts connections."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self.connections = 0
+
+    async def __call__(self, stream: anyio.abc.ByteStream) -> None:
+        self.connections += 1
         if await Wire(stream).request() is not None:
-            await stream.send(raw)
+            await stream.send(self.raw)
 
+
+@pytest.mark.parametrize("framing", ["http/1.0", "connection-close"])
+async def test_close_delimited_answers_are_read_and_never_reused(framing: str) -> None:
+    handle = AnswerOnceAndClose(close_delimited(framing))
     async with raw_server(handle) as port, client(port, retry=vc.NO_RETRY) as c:
         with anyio.fail_after(GUARD):
             for request_id in (4294967297, 4294967298):
                 assert (await c.has_been_verified(request_id)).verified is True
-    assert connections == 2
+    assert handle.connections == 2
 
 
 # -- redirects ------------------------------------------------------------------

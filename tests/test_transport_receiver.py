@@ -22,6 +22,7 @@ from test_transport_bad_peers import (
     GUARD,
     NOT_VERIFIED,
     VERIFIED_TRUE,
+    MisbehavingWhileIdle,
     Wire,
     client,
     raw_server,
@@ -71,39 +72,27 @@ async def test_a_peer_pushing_bytes_into_an_idle_connection_is_cut_off_at_once()
     # Reading stays on between answers: without the cut-off, every byte such a
     # peer sends would be buffered until the connection was next checked out.
     pushed = 0
-    idle = anyio.Event()
-    cut_off = anyio.Event()
-    connections = 0
 
-    async def push_while_idle(stream: anyio.abc.SocketStream) -> None:
-        nonlocal pushed, connections
-        connections += 1
-        first = connections == 1
-        wire = Wire(stream)
-        while await wire.request() is not None:
-            await stream.send(NOT_VERIFIED)
-            if first:
-                await idle.wait()
-                try:
-                    while pushed < 256 * 1024 * 1024:
-                        await stream.send(b"x" * 65536)
-                        pushed += 65536
-                finally:
-                    cut_off.set()
+    async def push(stream: anyio.abc.ByteStream) -> None:
+        nonlocal pushed
+        while pushed < 256 * 1024 * 1024:
+            await stream.send(b"x" * 65536)
+            pushed += 65536
 
-    async with raw_server(push_while_idle) as port, client(port, retry=vc.NO_RETRY) as c:
+    server = MisbehavingWhileIdle(NOT_VERIFIED, push)
+    async with raw_server(server) as port, client(port, retry=vc.NO_RETRY) as c:
         with anyio.fail_after(GUARD):
             assert (await c.has_been_verified(4294967297)).verified is False
             (connection,) = c._connections._idle  # type: ignore[union-attr]
             assert not connection.receiver.stray
-            idle.set()
-            await cut_off.wait()
+            server.idle.set()
+            await server.done.wait()
             assert connection.receiver.stray
             assert (await c.has_been_verified(4294967298)).verified is False
     # 256 MB were offered; the client closed the connection within what the
     # kernel's socket buffers hold.
     assert pushed < 64 * 1024 * 1024
-    assert connections == 2
+    assert server.connections == 2
 
 
 @asyncio_only
