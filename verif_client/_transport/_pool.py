@@ -477,8 +477,7 @@ def _reusable(connection: _Connection) -> bool:
 
 def _untouched(connection: _Connection) -> bool:
     """Nothing arrived since the last answer: no bytes, no close. One syscall."""
-    receiver = connection.receiver
-    if receiver.stray if receiver is not None else _read_ahead(connection.stream):
+    if _taken_in(connection):
         return False
     # Readable means bytes arrived or the peer closed (POLLHUP/POLLERR always count).
     return not connection.poller.poll(0)
@@ -486,12 +485,17 @@ def _untouched(connection: _Connection) -> bool:
 
 def _spoke_first(connection: _Connection) -> bool:
     """A new connection on which the server sent (or closed) before any request."""
-    receiver = connection.receiver
-    if receiver.stray if receiver is not None else _read_ahead(connection.stream):
+    if _taken_in(connection):
         return True
     # Over TLS the socket may hold the handshake's last records (TLS 1.3
     # session tickets): only plain TCP's bytes are the server's own words.
     return connection.plain_fd >= 0 and bool(connection.poller.poll(0))
+
+
+def _taken_in(connection: _Connection) -> bool:
+    """Bytes (or a close) already off the socket and not read as an answer."""
+    receiver = connection.receiver
+    return receiver.stray if receiver is not None else _read_ahead(connection.stream)
 
 
 def _read_ahead(stream: object) -> bool:

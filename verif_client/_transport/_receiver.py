@@ -60,10 +60,12 @@ class AsyncioReceiver(asyncio.Protocol):
         receiver = cls(transport)
         # A peer that spoke before we did (or closed) left its mark on anyio's
         # protocol: this connection must never carry a request.
-        if previous.read_queue or getattr(previous, "is_at_eof", False):
-            receiver._stray = True
-        if getattr(previous, "exception", None) is not None or transport.is_closing():
-            receiver._stray = True
+        receiver._stray = bool(
+            previous.read_queue
+            or getattr(previous, "is_at_eof", False)
+            or getattr(previous, "exception", None) is not None
+            or transport.is_closing()
+        )
         transport.set_protocol(receiver)
         transport.resume_reading()
         return receiver
