@@ -60,6 +60,17 @@ SHAPES: dict[str, tuple[int, str, bytes, type[vc.VerifClientError], str]] = {
 }
 
 
+def in_process(app: Any) -> vc.VerificationClient:
+    """A client with this file's credentials and retries, on an ASGI app in process."""
+    return vc.VerificationClient(
+        "http://s",
+        username=USER,
+        password=PASSWORD,
+        retry=FAST_RETRY,
+        transport=httpx.ASGITransport(app),
+    )
+
+
 def canned(status: int, content_type: str, body: bytes) -> Callable[..., Awaitable[None]]:
     """A peer that answers every request the same way, as a broken service would."""
 
@@ -157,13 +168,7 @@ async def test_an_sms_whose_connection_dropped_is_not_resent(where: str) -> None
 async def test_a_revoke_in_doubt_names_its_mobile_number() -> None:
     # The operation table marks the parameter that names the phone, whatever its wire name.
     simulator = Simulator(credentials=(USER, PASSWORD), config=SimulatorConfig(drop=1.0))
-    async with vc.VerificationClient(
-        "http://s",
-        username=USER,
-        password=PASSWORD,
-        retry=FAST_RETRY,
-        transport=httpx.ASGITransport(simulator),
-    ) as client:
+    async with in_process(simulator) as client:
         with pytest.raises(vc.DeliveryUnknownError) as caught:
             await client.revoke_mobile_consent("5557654321")
     assert caught.value.phone_number == "5557654321"
@@ -212,13 +217,7 @@ async def test_the_password_never_shows_anywhere(caplog: pytest.LogCaptureFixtur
     ]
     with caplog.at_level(logging.DEBUG):
         for app in (simulator, wrong, canned(*SHAPES["soap11-fault"][:3])):
-            async with vc.VerificationClient(
-                "http://s",
-                username=USER,
-                password=PASSWORD,
-                retry=FAST_RETRY,
-                transport=httpx.ASGITransport(app),
-            ) as client:
+            async with in_process(app) as client:
                 seen.append(repr(client))
                 for binding in vc.Binding:
                     for operation, params in calls:

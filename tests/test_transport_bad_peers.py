@@ -241,29 +241,41 @@ async def test_an_unrequested_answer_never_answers_the_next_call(when: str) -> N
     assert connections == 2
 
 
-async def test_a_connection_the_server_closed_while_idle_is_never_used() -> None:
-    served: list[int] = []
-    closed = anyio.Event()
+class EndingTheFirstConnection:
+    """Answers every request with an SMS sent (keep-alive: nothing says it will
+    close), counting requests per connection in ``served``; the first
+    connection is ended by ``end`` right after its first answer."""
 
-    async def handle(stream: anyio.abc.SocketStream) -> None:
-        index = len(served)
-        served.append(0)
+    def __init__(self, end: Callable[[anyio.abc.ByteStream], Awaitable[None]]) -> None:
+        self.end = end
+        self.ended = anyio.Event()
+        self.served: list[int] = []
+
+    async def __call__(self, stream: anyio.abc.ByteStream) -> None:
+        index = len(self.served)
+        self.served.append(0)
         wire = Wire(stream)
         while await wire.request() is not None:
-            served[index] += 1
-            await stream.send(SMS_SENT)  # keep-alive: nothing says it will close
+            self.served[index] += 1
+            await stream.send(SMS_SENT)
             if index == 0:
-                await stream.aclose()
-                closed.set()
+                await self.end(stream)
+                self.ended.set()
                 return
 
+
+async def test_a_connection_the_server_closed_while_idle_is_never_used() -> None:
+    async def close(stream: anyio.abc.ByteStream) -> None:
+        await stream.aclose()
+
+    handle = EndingTheFirstConnection(close)
     async with raw_server(handle) as port, client(port, retry=vc.NO_RETRY) as c:
         with anyio.fail_after(GUARD):
             assert (await send_sms(c)).request_id == 7
-            await closed.wait()
+            await handle.ended.wait()
             # Written into the closed connection, this SMS would be "delivery unknown".
             assert (await send_sms(c)).request_id == 7
-    assert served == [1, 1]
+    assert handle.served == [1, 1]
 
 
 async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsewhere(
@@ -273,20 +285,12 @@ async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsew
     # the check and before the write. write(2) then takes no byte, so the SMS
     # provably never left: it is sent once, on a fresh connection, not
     # reported as "delivery unknown".
-    served: list[int] = []
+    async def reset(stream: anyio.abc.ByteStream) -> None:
+        # Closed with a reset (linger 0) when the handler returns.
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
-    async def handle(stream: anyio.abc.SocketStream) -> None:
-        index = len(served)
-        served.append(0)
-        wire = Wire(stream)
-        while await wire.request() is not None:
-            served[index] += 1
-            await stream.send(SMS_SENT)
-            if index == 0:
-                # Closed with a reset (linger 0) when the handler returns.
-                sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                return
+    handle = EndingTheFirstConnection(reset)
 
     checked: list[bool] = []
     idle_check = _pool._untouched
@@ -303,7 +307,7 @@ async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsew
             monkeypatch.setattr(_pool, "_untouched", too_early)
             assert (await send_sms(c)).request_id == 7
     assert checked == [False]
-    assert served == [1, 1]
+    assert handle.served == [1, 1]
 
 
 async def test_a_call_cancelled_before_it_writes_sends_nothing_and_keeps_the_connection() -> None:
