@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
 from relsupport import UVLOOP, WITH_UVLOOP, wait_for
 from test_transport_bad_peers import (
@@ -91,6 +92,41 @@ async def test_a_peer_pushing_bytes_into_an_idle_connection_is_cut_off_at_once()
             assert (await c.has_been_verified(4294967298)).verified is False
     # 256 MB were offered; the client closed the connection within what the
     # kernel's socket buffers hold.
+    assert pushed < 64 * 1024 * 1024
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_on_trio_a_peer_pushing_into_an_idle_connection_fills_only_socket_buffers() -> None:
+    # Trio reads through the anyio stream, which reads only while an answer is
+    # awaited: what a peer pushes into an idle connection stays in the kernel's
+    # socket buffers, and the peer's sends stop being taken. A client that read
+    # (and buffered) them would let the push run to its 256 MB.
+    pushed = 0
+    stalled = 0
+
+    async def push(stream: anyio.abc.ByteStream) -> None:
+        nonlocal pushed, stalled
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        chunk = b"x" * 65536
+        # Refused 50 times in a row, each after the client's tasks had their
+        # turn: nobody reads this connection.
+        while pushed < 256 * 1024 * 1024 and stalled < 50:
+            try:
+                pushed += sock.send(chunk, socket.MSG_DONTWAIT)
+                stalled = 0
+            except BlockingIOError:
+                stalled += 1
+            await anyio.lowlevel.checkpoint()
+
+    server = MisbehavingWhileIdle(NOT_VERIFIED, push)
+    async with raw_server(server) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            assert (await c.has_been_verified(4294967297)).verified is False
+            server.idle.set()
+            await server.done.wait()
+            assert (await c.has_been_verified(4294967298)).verified is False
+    assert stalled == 50
     assert pushed < 64 * 1024 * 1024
     assert server.connections == 2
 
