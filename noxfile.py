@@ -10,7 +10,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    session.install("-e", ".[test,postgres]")
+    session.install("-e", ".[test]")
     # The browser tests need Chromium and Playwright: they have their own session.
     session.run("pytest", "--ignore=tests/browser", *session.posargs)
 
@@ -33,7 +33,7 @@ def soak(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("-e", ".[lint,postgres]")
+    session.install("-e", ".[lint]")
     session.run("ruff", "check", "verif_client", "tests", "benchmarks", "noxfile.py")
     session.run("ruff", "format", "--check", "verif_client", "tests", "benchmarks", "noxfile.py")
     # tests/typing: a user's script, typed with no casts, proves the public API's types.

@@ -23,8 +23,10 @@ import httpx
 import pytest
 
 import verif_client as vc
-from verif_client._bulk import BULK_POLL_POLICY, BulkOptions, load_input, run_bulk
-from verif_client._journal import open_journal
+from verif_client.bulk._input import load_input
+from verif_client.bulk._job import BULK_POLL_POLICY, BulkOptions
+from verif_client.bulk._journal import open_journal
+from verif_client.bulk._runner import run_bulk
 from verif_client.simulator import Script, Simulator, SimulatorConfig, serve, serve_in_thread
 
 VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"

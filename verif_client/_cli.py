@@ -21,25 +21,19 @@ import attrs
 
 from . import __version__, _prometheus, _xsd
 from ._argtypes import POSITIVE, POSITIVE_COUNT, YES_NO
-from ._bulk import (
-    BulkInputError,
-    BulkOptions,
-    Stopper,
-    load_input,
-    read_input,
-    run_bulk,
-    write_output,
-)
 from ._client import VerificationClient
 from ._codec import Codec
 from ._errors import VerifClientError
 from ._hooks import Hooks
-from ._journal import ALL_STATES, FINAL_STATES, Journal, JournalError, RowState, open_journal
 from ._operations import OPERATIONS, get_operation
 from ._pollpolicy import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
 from ._terminal import safe, safe_json
+from .bulk import BulkInputError, BulkOptions, Stopper, read_input, run_job, write_output
+from .bulk._job import ALL_STATES, FINAL_STATES, RowState
+from .bulk._journal import Journal, JournalError, check_location, open_journal
+from .bulk._runner import library_error_unwrapped
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -51,7 +45,7 @@ EXIT_JOURNAL: Final = 3
 EXIT_ROWS_FAILED: Final = 4
 EXIT_INTERNAL: Final = 70
 
-_JOURNAL_HELP = "a SQLite file, or postgresql://user@host/db?job=NAME shared by many workers"
+_JOURNAL_HELP = "a SQLite file"
 
 
 class UsageError(Exception):
@@ -337,10 +331,6 @@ def _check_writable(flag: str, path: str) -> None:
         raise UsageError(f"{flag} {path}: not writable")
 
 
-def _is_postgres(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
 def _read_checked_input(args: argparse.Namespace, options: BulkOptions, codec: Codec) -> bytes:
     try:
         data = pathlib.Path(args.input).read_bytes()
@@ -392,10 +382,10 @@ def _bulk_prepare(
     codec = _client(args).codec()  # the flags describe a usable client
     data = _read_checked_input(args, options, codec) if args.input else None
     _check_writable("--output", args.output)
-    if not _is_postgres(args.journal):
-        if data is None and not os.path.exists(args.journal):
-            raise UsageError(f"--journal {args.journal}: no such journal; a new job needs --input")
-        _check_writable("--journal", args.journal)
+    check_location(args.journal)
+    if data is None and not os.path.exists(args.journal):
+        raise UsageError(f"--journal {args.journal}: no such journal; a new job needs --input")
+    _check_writable("--journal", args.journal)
     try:
         metrics = _prometheus.serve(args)
     except OSError as exc:
@@ -415,18 +405,22 @@ async def _bulk_run(
     signals = _Signals(stopper, display)
     try:
         client = _client(args, journal, _prometheus.hooks_of(metrics))
-        if data is not None:
-            load_input(journal, data, options, client.codec(), name=args.input)
-        elif not journal.is_loaded():
-            raise UsageError("a new journal needs --input")
         on_progress = _prometheus.progress_of(metrics, display)
-        async with client, anyio.create_task_group() as tg:
-            tg.start_soon(signals.watch)
-            tg.start_soon(display.run)
-            counts = await run_bulk(
-                client, journal, args.output, options, on_progress, stopper=stopper
-            )
-            tg.cancel_scope.cancel()
+        with library_error_unwrapped():
+            async with client, anyio.create_task_group() as tg:
+                tg.start_soon(signals.watch)
+                tg.start_soon(display.run)
+                counts = await run_job(
+                    client,
+                    journal=journal,
+                    output=args.output,
+                    data=data,
+                    options=options,
+                    on_progress=on_progress,
+                    stopper=stopper,
+                    input_name=args.input or "input",
+                )
+                tg.cancel_scope.cancel()
         display.close()
     finally:
         journal.close()
@@ -460,6 +454,7 @@ def print_counts(counts: dict[str, int]) -> None:
 
 
 def _bulk_status(args: argparse.Namespace) -> int:
+    check_location(args.journal)
     journal = open_journal(args.journal, create=False, own=False)
     try:
         print_counts(journal.counts())

@@ -20,9 +20,9 @@ from typing import Final, TextIO
 
 import anyio
 
-from ._bulk import Progress
-from ._journal import RowState
 from ._terminal import safe, width
+from .bulk._job import RowState
+from .bulk._runner import Progress
 
 # (label, state) in the order shown; every state a row can be in has a label.
 _FIELDS: Final = (
