@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 
 import httpx
 from lxml import etree
+
+from verif_client.simulator import Simulator, serve
 
 NS = "http://api.giact.com/verificationservices/v5"
 EP = "/verificationservices/v5/InquiriesWS-5-8.asmx"
@@ -76,3 +79,30 @@ def c14n(data: bytes | str, *, strip: bool = False) -> bytes:
 
 def xml(response: httpx.Response) -> etree._Element:
     return etree.fromstring(response.content)
+
+
+def fault_text(response: httpx.Response) -> tuple[str, str]:
+    """(code, reason) of a 1.1 or 1.2 fault, read with plain lxml."""
+    root = xml(response)
+    fault = root.find(f"{{{SOAP11}}}Body/{{{SOAP11}}}Fault")
+    if fault is not None:
+        return fault.findtext("faultcode") or "", fault.findtext("faultstring") or ""
+    fault = root.find(f"{{{SOAP12}}}Body/{{{SOAP12}}}Fault")
+    assert fault is not None
+    code = fault.findtext(f"{{{SOAP12}}}Code/{{{SOAP12}}}Value") or ""
+    reason = fault.find(f"{{{SOAP12}}}Reason/{{{SOAP12}}}Text")
+    assert reason is not None
+    assert reason.get("{http://www.w3.org/XML/1998/namespace}lang") == "en"
+    return code, reason.text or ""
+
+
+@asynccontextmanager
+async def raw_client(sim: Simulator, where: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A plain httpx client on the simulator: in process (ASGI) or on a loopback port."""
+    if where == "in-process":
+        transport = httpx.ASGITransport(app=sim)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+            yield http
+        return
+    async with serve(sim) as server, httpx.AsyncClient(base_url=server.base_url) as http:
+        yield http

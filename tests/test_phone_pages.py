@@ -16,6 +16,7 @@ from verif_client.simulator import Script, Simulator, SimulatorConfig
 pytestmark = pytest.mark.anyio
 
 NUMBER = "5551234567"
+LOGIN = {"username": "tester", "password": "tester-password"}
 HOSTILE = "Pay <script>window.__pwned=1</script> \"ACME\" & 'co' \N{CREDIT CARD}?"
 
 
@@ -24,7 +25,7 @@ async def setup() -> AsyncIterator[tuple[vc.VerificationClient, httpx.AsyncClien
     simulator = Simulator(manual=True)
     transport = httpx.ASGITransport(app=simulator)
     async with (
-        vc.VerificationClient("http://simulator", transport=transport) as client,
+        vc.VerificationClient("http://simulator", transport=transport, **LOGIN) as client,
         httpx.AsyncClient(transport=transport, base_url="http://simulator") as browser,
     ):
         yield client, browser, simulator
@@ -204,7 +205,7 @@ async def test_an_expired_link_cannot_be_answered() -> None:
     simulator = Simulator(config=SimulatorConfig(manual=True, clock=lambda: now[0]))
     transport = httpx.ASGITransport(app=simulator)
     async with (
-        vc.VerificationClient("http://simulator", transport=transport) as client,
+        vc.VerificationClient("http://simulator", transport=transport, **LOGIN) as client,
         httpx.AsyncClient(transport=transport, base_url="http://simulator") as browser,
     ):
         request_id = await _send(client)
@@ -221,7 +222,7 @@ async def test_scripted_behaviour_stays_the_default() -> None:
     assert simulator.config.default_script == Script()
     assert Simulator(manual=True).config.default_script == Script.manual()
     async with vc.VerificationClient(
-        "http://simulator", transport=httpx.ASGITransport(app=simulator)
+        "http://simulator", transport=httpx.ASGITransport(app=simulator), **LOGIN
     ) as client:
         request_id = await _send(client)
         answers = [(await client.has_been_verified(request_id)).verified for _ in range(3)]
