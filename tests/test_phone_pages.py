@@ -7,11 +7,12 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 
+import anyio
 import httpx
 import pytest
 
 import verif_client as vc
-from verif_client.simulator import Script, Simulator, SimulatorConfig
+from verif_client.simulator import Script, Simulator, SimulatorConfig, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -308,3 +309,83 @@ async def test_a_same_site_post_is_taken(
     )
     assert response.status_code == 303
     assert (await client.has_been_verified(request_id)).verified is True
+
+
+async def _raw_get_or_post(port: int, head: str, body: bytes = b"") -> tuple[int, bytes]:
+    """One request written by hand on the socket: (status, body)."""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(head.encode("latin-1") + body)
+        answer = b""
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    answer += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+@pytest.mark.parametrize("host", ["attacker.test", "attacker.test:{port}", "127.0.0.1.nip.io"])
+async def test_a_rebound_name_can_neither_read_nor_answer(host: str) -> None:
+    # DNS rebinding: the attacker's name now points at 127.0.0.1, so the browser
+    # sends it as Host (and, the page being "its own", same-origin headers).
+    simulator = Simulator(manual=True, accept_any_credentials=True)
+    async with serve(simulator) as server:
+        host = host.format(port=server.port)
+        async with vc.VerificationClient(server.base_url) as client:
+            request_id = await _send(client)
+        reads = [
+            await _raw_get_or_post(
+                server.port, f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            )
+            for path in (
+                "/phone/",
+                f"/phone/{NUMBER}/",
+                "/phone/inbox.json",
+                f"/phone/link/{request_id}",
+            )
+        ]
+        form = b"answer=yes"
+        answer = await _raw_get_or_post(
+            server.port,
+            f"POST /phone/link/{request_id}/answer HTTP/1.1\r\nHost: {host}\r\n"
+            f"Sec-Fetch-Site: same-origin\r\nOrigin: http://{host}\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n"
+            f"Content-Length: {len(form)}\r\nConnection: close\r\n\r\n",
+            form,
+        )
+    for status, body in [*reads, answer]:
+        assert status == 403
+        assert NUMBER.encode() not in body
+        assert b"Pay $25" not in body
+        assert b"own address" in body
+    assert simulator.secure_link(request_id).verification != "verified"
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}", "phone.localhost:{port}", "127.0.0.1"],
+)
+async def test_the_pages_answer_at_the_simulators_own_address(host: str) -> None:
+    simulator = Simulator(manual=True, accept_any_credentials=True)
+    async with serve(simulator) as server:
+        async with vc.VerificationClient(server.base_url) as client:
+            await _send(client)
+        status, body = await _raw_get_or_post(
+            server.port,
+            f"GET /phone/ HTTP/1.1\r\nHost: {host.format(port=server.port)}\r\n"
+            "Connection: close\r\n\r\n",
+        )
+    assert status == 200
+    assert NUMBER.encode() in body
+
+
+async def test_a_simulator_bound_to_every_address_answers_at_an_ip() -> None:
+    simulator = Simulator(manual=True)
+    async with serve(simulator, host="0.0.0.0") as server:
+        for host, expected in (("192.0.2.7:8765", 200), ("lan-box.example:8765", 403)):
+            status, _ = await _raw_get_or_post(
+                server.port, f"GET /phone/ HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            )
+            assert status == expected, host
