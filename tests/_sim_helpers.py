@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
+import anyio
 import httpx
+import pytest
 from lxml import etree
 
 from verif_client.simulator import Simulator, serve
@@ -20,6 +22,7 @@ LOCATION = "SecureLink_MobileLocation_GetResult"
 UPDATE = "UpdatePrivateBadCheckRejectReason"
 REVOKE = "RevokeMobileConsent"
 CONSENT = "GetMobileConsentText"
+SMS = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Ok?"}
 
 
 def envelope(
@@ -106,3 +109,34 @@ async def raw_client(sim: Simulator, where: str) -> AsyncIterator[httpx.AsyncCli
         return
     async with serve(sim) as server, httpx.AsyncClient(base_url=server.base_url) as http:
         yield http
+
+
+@pytest.fixture(name="sim")
+def sim_fixture() -> Simulator:
+    """A simulator that takes the SOAP credentials ("user", "pass") only."""
+    return Simulator(credentials=("user", "pass"))
+
+
+@pytest.fixture(name="client", params=["in-process", "loopback"])
+async def client_fixture(
+    sim: Simulator, request: pytest.FixtureRequest
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A raw httpx client on ``sim``, once in process and once on a loopback port."""
+    async with raw_client(sim, request.param) as http:
+        yield http
+
+
+async def raw_exchange(port: int, data: bytes) -> tuple[int, bytes, bytes]:
+    """Bytes written by hand on a socket to 127.0.0.1:port; the answer read until the
+    server closes, as (status, head, body)."""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(data)
+        answer = b""
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    answer += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(maxsplit=2)[1]), head, body

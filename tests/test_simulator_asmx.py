@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
 from _sim_helpers import (
@@ -11,12 +9,14 @@ from _sim_helpers import (
     EP,
     NS,
     SEND,
+    SMS,
     SOAP11,
     SOAP12,
     VERIFIED,
+    client_fixture,  # noqa: F401 (the fixtures "sim" and "client")
     envelope,
     fault_text,
-    raw_client,
+    sim_fixture,  # noqa: F401
     soap,
     xml,
 )
@@ -27,20 +27,6 @@ pytestmark = pytest.mark.anyio
 
 TEXT = "text/plain; charset=utf-8"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
-SMS = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Ok?"}
-
-
-@pytest.fixture
-def sim() -> Simulator:
-    return Simulator(credentials=("user", "pass"))
-
-
-@pytest.fixture(params=["in-process", "loopback"])
-async def client(
-    sim: Simulator, request: pytest.FixtureRequest
-) -> AsyncIterator[httpx.AsyncClient]:
-    async with raw_client(sim, request.param) as http:
-        yield http
 
 
 # -- SOAP ---------------------------------------------------------------------

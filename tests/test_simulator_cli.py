@@ -4,7 +4,6 @@ issue 29 item 2), run as a user runs it, in a subprocess."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,25 +25,16 @@ def _environment(**variables: str) -> dict[str, str]:
 def simulate_from_shell() -> Iterator[str]:
     """``verif-client simulate`` started with the README's exported variables; its URL."""
     env = _environment(VERIF_API_USERNAME="me", VERIF_API_PASSWORD="s3cret")
-    process = subprocess.Popen(
-        [*CLI, "simulate", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()  # returns "" at once if the process died
-        assert line.startswith("Simulator listening: "), (line, process.stderr)
-        yield line.split()[2].rsplit("/verificationservices", 1)[0]
-    finally:
-        process.send_signal(signal.SIGINT)
+    with subprocess.Popen(
+        [*CLI, "simulate", "--port", "0"], stdout=subprocess.PIPE, env=env, text=True
+    ) as process:
         try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            assert process.stdout is not None
+            line = process.stdout.readline()  # returns "" at once if the process died
+            assert line.startswith("Simulator listening: "), line
+            yield line.split()[2].rsplit("/verificationservices", 1)[0]
+        finally:
+            process.kill()  # how it stops is not what this file tests
 
 
 def _call(base_url: str, password: str) -> subprocess.CompletedProcess[str]:

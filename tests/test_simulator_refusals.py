@@ -8,10 +8,8 @@ bytes on a socket), never by the client's codecs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from urllib.parse import quote
 
-import anyio
 import httpx
 import pytest
 from _sim_helpers import (
@@ -19,11 +17,15 @@ from _sim_helpers import (
     EP,
     NS,
     SEND,
+    SMS,
     SOAP11,
     SOAP12,
+    client_fixture,  # noqa: F401 (the fixtures "sim" and "client")
     envelope,
     fault_text,
     raw_client,
+    raw_exchange,
+    sim_fixture,  # noqa: F401
     soap,
     xml,
 )
@@ -35,22 +37,8 @@ pytestmark = pytest.mark.anyio
 
 XML_UTF8 = "text/xml; charset=utf-8"
 SOAP12_UTF8 = "application/soap+xml; charset=utf-8"
-SMS = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Ok?"}
 SEND_ACTION = f'"{NS}/{SEND}"'
 CREDENTIALS_FAILURE = b"Error Message: Invalid API Credentials"
-
-
-@pytest.fixture
-def sim() -> Simulator:
-    return Simulator(credentials=("user", "pass"))
-
-
-@pytest.fixture(params=["in-process", "loopback"])
-async def client(
-    sim: Simulator, request: pytest.FixtureRequest
-) -> AsyncIterator[httpx.AsyncClient]:
-    async with raw_client(sim, request.param) as http:
-        yield http
 
 
 def request_id(response: httpx.Response) -> int:
@@ -235,28 +223,14 @@ async def test_http_get_and_post_need_no_credentials() -> None:
 # -- where the simulator was stricter than the real stack -----------------------
 
 
-async def _raw_exchange(port: int, data: bytes) -> bytes:
-    """Write raw bytes to the simulator's socket; everything it answers until it closes."""
-    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-        await stream.send(data)
-        answer = b""
-        with anyio.fail_after(30):
-            while True:
-                try:
-                    answer += await stream.receive()
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
-                    return answer
-
-
 async def test_an_oversized_header_is_answered_400() -> None:
     # Real stack (HTTP.sys): "HTTP/1.1 400 Bad Request", text/html, then the close.
     big = "a" * 20000
     async with serve(Simulator()) as server:
-        answer = await _raw_exchange(
+        _, head, body = await raw_exchange(
             server.port,
             f"GET {EP}/{CONSENT} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: {big}\r\n\r\n".encode(),
         )
-    head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 Bad Request\r\n")
     assert b"content-type: text/html; charset=us-ascii" in head.lower()
     assert b"<TITLE>Bad Request</TITLE>" in body
@@ -269,11 +243,11 @@ async def test_raw_non_ascii_bytes_in_a_query_are_taken() -> None:
     question = "Caf\N{LATIN SMALL LETTER E WITH ACUTE}-ok?"
     target = f"{EP}/{SEND}?PhoneNumber=5551234567&ConfirmationQuestion={question}"
     async with serve(sim) as server:
-        answer = await _raw_exchange(
+        status, _, _ = await raw_exchange(
             server.port,
             f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode(),
         )
-    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert status == 200
     assert [link.question for link in sim.secure_links] == [question]
 
 
