@@ -147,14 +147,6 @@ async def test_wrong_soap_credentials_get_the_plain_message(
     assert response.content == b"Error Message: Invalid API Credentials"
 
 
-async def test_credentials_none_accepts_anything() -> None:
-    sim = Simulator()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=sim), base_url="http://s") as c:
-        assert (await soap(c, SEND, SMS, credentials=None)).status_code == 200
-        assert (await soap(c, SEND, SMS, credentials=("a", "b"))).status_code == 200
-    assert [req.credentials_present for req in sim.requests] == [False, True]
-
-
 async def test_http_401_knob_and_blocked_caller() -> None:
     config = SimulatorConfig(credential_failure="http-401")
     sim = Simulator(credentials=("user", "pass"), config=config)
