@@ -38,6 +38,7 @@ WHERE = pytest.mark.parametrize("where", ["in-process", "loopback"])
 
 @asynccontextmanager
 async def connected(app: Any, where: str, **options: Any) -> AsyncIterator[vc.VerificationClient]:
+    options = {"username": "tester", "password": "tester-password", **options}
     if where == "in-process":
         transport = httpx.ASGITransport(app=app)
         async with vc.VerificationClient("http://sim", transport=transport, **options) as client:

@@ -479,7 +479,10 @@ def _bulk_export(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from .simulator import _main as simulator_main
 
-    simulator = simulator_main.simulator_from_args(args)
+    try:
+        simulator = simulator_main.simulator_from_args(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         _prometheus.serve_simulator(args, simulator)
     except OSError as exc:
