@@ -39,6 +39,21 @@ async def test_the_client_fixture_talks_to_the_simulator_fixture(
     assert len(verif_simulator.calls("SecureLink_Confirmation_SendRequestViaSms")) == 1
 
 
+async def test_the_simulator_fixture_catches_a_client_without_a_password(
+    verif_simulator: Simulator, verif_simulator_transport: httpx.ASGITransport
+) -> None:
+    # As the service does: the user's code forgot its credentials, the test fails.
+    async with vc.VerificationClient("http://sim", transport=verif_simulator_transport) as client:
+        with pytest.raises(vc.AuthenticationError, match="Invalid API Credentials"):
+            await client.send_confirmation_sms("5551234567", "Did you ask to pay?")
+        async with vc.VerificationClient(
+            "http://sim", username="me", password="", transport=verif_simulator_transport
+        ) as empty:
+            with pytest.raises(vc.AuthenticationError):
+                await empty.get_mobile_consent_text()
+    assert verif_simulator.secure_links == []
+
+
 @pytest.mark.filterwarnings("ignore:the verif_client fixture is deprecated")
 async def test_the_old_fixture_name_still_gives_the_client(
     verif_simulator_client: vc.VerificationClient, verif_client: vc.VerificationClient

@@ -179,10 +179,19 @@ async def test_the_header_charset_wins_over_the_bytes(client: httpx.AsyncClient)
     assert refused.status_code == 200
     assert error_message(refused) == "ConfirmationQuestion must be 200 characters or fewer."
     assert request_id(refused) == 0
-    # Labelled utf-8 the same bytes are 101 characters, within the limit.
+    # ASMX reads through a StreamReader of the header's charset: an XML declaration
+    # saying utf-8 does not change that; only a byte order mark does.
+    declared = b'<?xml version="1.0" encoding="utf-8"?>' + body
+    assert request_id(await client.post(EP, headers=headers, content=declared)) == 0
+    with_bom = b"\xef\xbb\xbf" + body
+    assert request_id(await client.post(EP, headers=headers, content=with_bom)) > 0
+    # Labelled utf-8 the same bytes are 101 characters, within the limit, whatever
+    # the declaration says.
     headers["Content-Type"] = XML_UTF8
     taken = await client.post(EP, headers=headers, content=body)
     assert request_id(taken) > 0
+    latin = b"<?xml version='1.0' encoding='iso-8859-1'?>" + body
+    assert request_id(await client.post(EP, headers=headers, content=latin)) > 0
 
 
 # -- credentials: the service answers a call without them as wrong ones ---------

@@ -89,6 +89,17 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
+def rebound_browser(browser: Browser, server: Server) -> Iterator[Browser]:
+    """A Chromium whose DNS answers attacker.test with the simulator's address."""
+    rules = f"--host-resolver-rules=MAP attacker.test {server.host}"
+    rebound = browser.browser_type.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, rules])
+    try:
+        yield rebound
+    finally:
+        rebound.close()
+
+
+@pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     # A phone-sized screen: the pages must read well on the device that got the SMS.
     context = browser.new_context(
