@@ -295,6 +295,8 @@ def _read_simple(
     if element is None or _xml.is_nil(element):
         return None
     text = element.text if len(element) == 0 else _xml.text_of(element)
+    if text and not text.isascii():
+        text = _xml.restore(text)
     if not text:
         return xsd.parse("") if xsd is _xsd.STRING else None
     try:
