@@ -19,6 +19,7 @@ from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
     DeliveryUnknownError,
     HTTPStatusError,
+    ProxyError,
     TransportError,
     VerifClientError,
 )
@@ -46,6 +47,8 @@ from ._service import (
 )
 from ._transport import Answer, Sender, SendError, Transport
 from ._transport._pool import ConnectionPool
+from ._transport._proxy import Proxy, ProxyRefused, choose_proxy
+from ._transport._tls import CertTypes, ClientCert
 
 if TYPE_CHECKING:
     import httpx
@@ -77,7 +80,8 @@ RequestIds = Iterable[int] | AsyncIterable[int]
 class VerificationClient:
     """Async client for the six operations, in any of the four bindings.
 
-    The constructor does no I/O; the connection pool opens on first use and
+    The constructor does no network I/O (it reads the proxy variables of the
+    environment, and checks ``cert=`` loads); the connection pool opens on first use and
     closes with ``aclose()`` or the ``async with`` block (an injected
     ``http_client`` is left open: it is the caller's). See the README for the
     options table and the retry rules.
@@ -100,6 +104,9 @@ class VerificationClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         validate: bool = True,
         verify: bool | ssl.SSLContext = True,
+        cert: CertTypes | None = None,
+        proxy: str | None = None,
+        trust_env: bool = True,
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | Transport | None = None,
         hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
@@ -111,6 +118,12 @@ class VerificationClient:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
+        own_pool = http_client is None and transport is None
+        if not own_pool and (proxy is not None or cert is not None):
+            raise ValueError(
+                "proxy= and cert= configure the client's own connection pool: give them to "
+                "the http_client or transport you pass instead"
+            )
         self.base_url = _site_root(str(base_url), endpoint_path)
         self.binding = parse_binding(binding)
         self.namespace = namespace
@@ -125,11 +138,19 @@ class VerificationClient:
             else None
         )
         self._username_is_secret = username_is_secret
-        self._scrub = (
-            Scrubber([password or "", (username or "") if username_is_secret else ""])
-            if self._credentials is not None
-            else NO_SECRETS
+        # Read at construction, as httpx does (see _transport._proxy); a
+        # client you bring reads its own.
+        self._proxy: Proxy | None = (
+            choose_proxy(self.base_url, proxy, trust_env=trust_env) if own_pool else None
         )
+        self._cert = ClientCert(cert) if cert is not None else None
+        secrets = [
+            password or "",
+            (username or "") if username_is_secret else "",
+            *(self._proxy.secrets if self._proxy is not None else ()),
+            (self._cert.password or "") if self._cert is not None else "",
+        ]
+        self._scrub = Scrubber(secrets) if any(secrets) else NO_SECRETS
         self._codecs: dict[Binding, Codec] = {
             b: codec_for(
                 b,
@@ -200,7 +221,11 @@ class VerificationClient:
             transport = self._transport
             if self._http is None and transport is None:
                 self._connections = ConnectionPool(
-                    self.base_url, verify=self._verify, max_idle=self.max_connections
+                    self.base_url,
+                    verify=self._verify,
+                    cert=self._cert,
+                    proxy=self._proxy,
+                    max_idle=self.max_connections,
                 )
             elif transport is not None and not hasattr(transport, "handle_async_request"):
                 # A verif_client.Transport (Simulator.transport(), say) is
@@ -482,7 +507,11 @@ class VerificationClient:
             except SendError as exc:
                 never_sent = exc.never_sent
                 failure: VerifClientError
-                if never_sent or op.idempotent:
+                if isinstance(exc, ProxyRefused):
+                    failure = ProxyError(
+                        str(exc), proxy=exc.proxy, status_code=exc.status_code, operation=op.name
+                    )
+                elif never_sent or op.idempotent:
                     failure = TransportError(str(exc), operation=op.name)
                 else:
                     failure = DeliveryUnknownError(
@@ -495,6 +524,17 @@ class VerificationClient:
             except HTTPStatusError as exc:
                 failure = exc
                 retryable = op.idempotent and exc.status_code in policy.statuses
+                if exc.status_code == 407 and self._proxy is not None:
+                    # Plain HTTP through a proxy: its refusal comes as the
+                    # answer, and the request went no further.
+                    failure = ProxyError(
+                        f"ProxyError: {self._proxy.shown} refused the request: "
+                        "407 (wrong or missing credentials in the proxy URL)",
+                        proxy=self._proxy.shown,
+                        status_code=407,
+                        operation=op.name,
+                    )
+                    retryable = False
                 self._log(op, binding, exc.status_code, began, attempt, exc)
             else:
                 self._log(op, binding, status, began, attempt, None)

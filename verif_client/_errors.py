@@ -13,6 +13,7 @@ __all__ = [
     "DecodeError",
     "DeliveryUnknownError",
     "HTTPStatusError",
+    "ProxyError",
     "RequestValidationError",
     "ResponseError",
     "ResponseTooLargeError",
@@ -88,6 +89,28 @@ class DeliveryUnknownError(TransportError):
     ) -> None:
         super().__init__(message, operation=operation)
         self.phone_number = phone_number
+
+
+class ProxyError(TransportError):
+    """The proxy did not open the way to the service (it refused, with 407 for
+    credentials, or answered garbage, or could not be reached): the request
+    never reached the service.
+
+    ``proxy`` is the proxy as ``http://host:port``, never with its
+    credentials; ``status_code`` is the proxy's answer, when it gave one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        proxy: str,
+        status_code: int | None = None,
+        operation: str | None = None,
+    ) -> None:
+        super().__init__(message, operation=operation)
+        self.proxy = proxy
+        self.status_code = status_code
 
 
 class ResponseError(VerifClientError):
