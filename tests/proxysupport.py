@@ -11,9 +11,11 @@ service by that name went through the proxy.
 from __future__ import annotations
 
 import base64
+import socket
 import ssl
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 
 import anyio
 import anyio.abc
@@ -182,3 +184,51 @@ async def simulator_server(
         tg.start_soon(listener.serve, handle)
         yield port
         tg.cancel_scope.cancel()
+
+
+@contextmanager
+def tls_front(context: ssl.SSLContext, upstream: int) -> Iterator[int]:
+    """TLS in front of a plain loopback port, the way a web server does it, in
+    threads with the standard library's blocking sockets: a failed handshake
+    ends with OpenSSL's alert sent, and the connection drained before it is
+    closed (no reset that could overtake the alert). Yields the TLS port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def pump(source: socket.socket, sink: socket.socket) -> None:
+        with suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def serve(raw: socket.socket) -> None:
+        tls = context.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+        try:
+            tls.do_handshake()
+        except (ssl.SSLError, OSError):
+            # The alert is sent; read what the client still writes, as plain bytes.
+            with suppress(OSError):
+                tls.settimeout(5)
+                socket.socket.shutdown(tls, socket.SHUT_WR)
+                while socket.socket.recv(tls, 65536):
+                    pass
+            tls.close()
+            return
+        with tls, socket.create_connection(("127.0.0.1", upstream)) as plain:
+            back = threading.Thread(target=pump, args=(plain, tls), daemon=True)
+            back.start()
+            pump(tls, plain)
+            back.join()
+
+    def accept() -> None:
+        with suppress(OSError):
+            while True:
+                raw, _ = listener.accept()
+                threading.Thread(target=serve, args=(raw,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield port
+    finally:
+        listener.close()
