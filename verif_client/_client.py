@@ -36,7 +36,7 @@ from ._operations import (
 from ._pollpolicy import DEFAULT_POLL_POLICY, PollPolicy, VerifiedDialect
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
-from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._retry import ASKS_TO_WAIT, DEFAULT_RETRY, RetryPolicy, retry_after
 from ._scrub import NO_SECRETS, Scrubber
 from ._service import (
     DEFAULT_NAMESPACE,
@@ -523,8 +523,11 @@ class VerificationClient:
                 self._log(op, binding, None, began, attempt, failure)
             except HTTPStatusError as exc:
                 failure = exc
-                retryable = op.idempotent and exc.status_code in policy.statuses
-                if exc.status_code == 407 and self._proxy is not None:
+                # Raised by the decoding of an answer: status and headers are its.
+                retryable = policy.retries_status(status, op.idempotent)
+                if status in ASKS_TO_WAIT:
+                    exc.retry_after = retry_after(headers)
+                if status == 407 and self._proxy is not None:
                     # Plain HTTP through a proxy: its refusal comes as the
                     # answer, and the request went no further.
                     failure = ProxyError(
@@ -544,7 +547,13 @@ class VerificationClient:
             if not retryable or attempt >= policy.attempts or self._closed:
                 raise failure
             pause = policy.backoff(attempt, self._rng)
+            asked = getattr(failure, "retry_after", None)
+            if asked is not None:
+                pause = asked
             if clock() + pause - started > policy.deadline:
+                if asked is not None:
+                    assert isinstance(failure, HTTPStatusError)
+                    failure.beyond_deadline(policy.deadline)
                 raise failure
             await (
                 anyio.sleep(pause)
