@@ -12,6 +12,7 @@ from test_transport_bad_peers import (
     GUARD,
     NOT_VERIFIED,
     SMS_SENT,
+    VERIFIED_TRUE,
     Wire,
     client,
     http_response,
@@ -21,6 +22,7 @@ from test_transport_bad_peers import (
 
 import verif_client as vc
 from verif_client._retry import retry_after
+from verif_client._slowdown import CLIMB_SECONDS, FLOOR, Slowdown
 
 pytestmark = pytest.mark.anyio
 
@@ -148,3 +150,77 @@ def test_retry_after_values(value: str, expected: float | None) -> None:
 
 def test_no_retry_after_is_none() -> None:
     assert retry_after([("Content-Type", "text/xml")]) is None
+
+
+# -- a 429 slows the whole client: a poll run, a bulk job ---------------------
+
+
+class Paces(vc.Hooks):
+    def __init__(self) -> None:
+        self.changes: list[vc.RateChanged] = []
+
+    def on_rate_changed(self, event: vc.RateChanged) -> None:
+        self.changes.append(event)
+
+
+async def test_a_429_in_a_poll_run_slows_the_whole_run_and_is_reported() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from verif_client._prometheus import PrometheusHooks
+
+    registry = CollectorRegistry()
+    paces = Paces()
+    server = Scripted(asking(b"429 Too Many Requests", "0"), VERIFIED_TRUE)
+    hooks = [paces, PrometheusHooks(registry)]
+    async with (
+        raw_server(server) as port,
+        client(port, retry=POLICY, rate_limit=1000.0, hooks=hooks) as c,
+    ):
+        assert c.slowed_to is None
+        with anyio.fail_after(GUARD):
+            async with c.poll_verifications(range(1, 11)) as outcomes:
+                statuses = [outcome.status async for outcome in outcomes]
+        slowed = c.slowed_to
+    assert statuses == [vc.PollStatus.VERIFIED] * 10
+    assert server.requests == 11  # every id once, and the refused poll again
+    [change] = paces.changes
+    assert change.operation == "SecureLink_SecurityCode_HasBeenVerified"
+    assert change.retry_after == 0.0
+    assert change.rate is not None
+    assert change.rate <= 500.0  # halved from the limit at least
+    assert slowed is not None
+    assert slowed <= 1000.0
+    labels = {"operation": "SecureLink_SecurityCode_HasBeenVerified"}
+    assert registry.get_sample_value("verif_client_slowdowns_total", labels) == 1.0
+
+
+def test_the_pace_halves_on_each_429_and_climbs_back_slowly() -> None:
+    now = [100.0]
+    lifted: list[bool] = []
+    slowdown = Slowdown(None, 40.0, lambda: now[0], lambda: lifted.append(True))
+    slowdown.refused(pace=1000.0, retry_after=None)
+    assert slowdown.rate == 20.0  # half the limit, even when going faster
+    slowdown.refused(pace=10.0, retry_after=5.0)
+    assert slowdown.rate == 5.0  # half the pace when it was slower than the limit
+    now[0] += CLIMB_SECONDS
+    assert slowdown.rate == 10.0
+    now[0] += 10 * CLIMB_SECONDS
+    assert slowdown.rate == 40.0  # never past the limit
+    for _ in range(40):
+        slowdown.refused(pace=0.0, retry_after=None)
+    assert slowdown.rate == FLOOR
+
+
+async def test_the_slowdown_lifts_itself_at_the_limit_and_holds_requests_for_retry_after() -> None:
+    now = [0.0]
+    lifted: list[bool] = []
+    slowdown = Slowdown(None, 40.0, lambda: now[0], lambda: lifted.append(True))
+    slowdown.refused(pace=40.0, retry_after=3600.0)
+    now[0] += 10 * CLIMB_SECONDS  # climbed back, but Retry-After has not passed
+    with anyio.move_on_after(0.05) as scope:
+        await slowdown.acquire()
+    assert scope.cancelled_caught
+    assert lifted == []
+    now[0] += 3600.0
+    await slowdown.acquire()
+    assert lifted == [True]

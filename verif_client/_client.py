@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         PollStream,
         VerificationOutcome,
     )
+    from ._slowdown import Slowdown
 
 # The pool's cost per request does not grow with its size (README, Performance:
 # CPU per request is flat from 16 to 1,024 connections), so the default is set
@@ -170,6 +171,8 @@ class VerificationClient:
         self._limiter: anyio.Semaphore | None = None
         self._clock: Callable[[], float] | None = None
         self._rate: Limiter | None = rate_limiter
+        # In front of _rate after a 429, until the pace has climbed back.
+        self._slowdown: Slowdown | None = None
         self._rng = random.Random()
         self._closed = False
         self._hooks: _hooks.Dispatch | None = None
@@ -527,6 +530,8 @@ class VerificationClient:
                 retryable = policy.retries_status(status, op.idempotent)
                 if status in ASKS_TO_WAIT:
                     exc.retry_after = retry_after(headers)
+                if status == 429:
+                    self._slow_down(op, exc.retry_after, clock() - began)
                 if status == 407 and self._proxy is not None:
                     # Plain HTTP through a proxy: its refusal comes as the
                     # answer, and the request went no further.
@@ -600,6 +605,46 @@ class VerificationClient:
             )
         finally:
             limiter.release()
+
+    @property
+    def slowed_to(self) -> float | None:
+        """Requests per second this client is held to after the service answered
+        429 (see README, Retries), or None when it goes at its own pace."""
+        return None if self._slowdown is None else self._slowdown.rate
+
+    def _slow_down(self, op: Operation[Any], wait: float | None, duration: float) -> None:
+        # The pace the refused call was part of: the calls in flight (its own
+        # slot is already back) over how long it took.
+        in_flight = self.max_connections + 1 - (self._limiter.value if self._limiter else 0)
+        pace = in_flight / max(duration, 0.001)
+        slowdown = self._slowdown
+        if slowdown is None:
+            # Loaded by the first 429 only (README, Performance: start-up).
+            from ._slowdown import Slowdown
+
+            ceiling = self.rate_limit or pace
+            clock = self._clock or loop_clock()
+            slowdown = self._slowdown = Slowdown(self._rate, ceiling, clock, self._pace_back)
+            self._rate = slowdown
+        slowdown.refused(pace, wait)
+        rate = slowdown.rate
+        logger.warning(
+            "%s answered %s with 429: every request slowed to %.2f/s%s",
+            self.base_url,
+            op.name,
+            rate,
+            "" if wait is None else f", none before {wait:g} s (Retry-After)",
+        )
+        if self._hooks is not None:
+            self._hooks.rate_changed(rate, op.name, wait)
+
+    def _pace_back(self) -> None:
+        if self._slowdown is not None:
+            # Back at its own pace: no cost per request from here on.
+            self._rate, self._slowdown = self._slowdown.inner, None
+        logger.info("%s: back to the client's own pace after 429s", self.base_url)
+        if self._hooks is not None:
+            self._hooks.rate_changed(None, None, None)
 
     def _log(
         self,
