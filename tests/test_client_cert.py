@@ -173,3 +173,21 @@ async def test_the_key_password_is_in_no_repr_or_error(
     cert = (files["cert"], files["locked"], KEY_PASSWORD)
     async with client(mtls_url, certificates, cert=cert) as c:
         assert KEY_PASSWORD not in repr(c) + repr(c._cert) + str(vars(c))
+
+
+async def test_ssl_cert_file_names_the_cas_to_trust_unless_trust_env_is_false(
+    monkeypatch: pytest.MonkeyPatch,
+    mtls_url: str,
+    certificates: Certificates,
+    files: dict[str, Path],
+    tmp_path: Path,
+) -> None:
+    ca = tmp_path / "ca.pem"
+    certificates.ca.cert_pem.write_to_path(str(ca))
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    options: dict[str, Any] = {"username": USER, "password": PASSWORD, "retry": FAST}
+    async with vc.VerificationClient(mtls_url, cert=files["both"], **options) as c:
+        assert await c.get_mobile_consent_text()
+    async with vc.VerificationClient(mtls_url, cert=files["both"], trust_env=False, **options) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError, match="certificate"):
+            await c.get_mobile_consent_text()

@@ -48,7 +48,7 @@ from ._service import (
 from ._transport import Answer, Sender, SendError, Transport
 from ._transport._pool import ConnectionPool
 from ._transport._proxy import Proxy, ProxyRefused, choose_proxy
-from ._transport._tls import CertTypes, ClientCert
+from ._transport._tls import CertTypes, ClientCert, trusted_from_environment
 
 if TYPE_CHECKING:
     import httpx
@@ -145,6 +145,7 @@ class VerificationClient:
             choose_proxy(self.base_url, proxy, trust_env=trust_env) if own_pool else None
         )
         self._cert = ClientCert(cert) if cert is not None else None
+        self._trusted = trusted_from_environment() if trust_env and verify is True else (None, None)
         secrets = [
             password or "",
             (username or "") if username_is_secret else "",
@@ -227,6 +228,7 @@ class VerificationClient:
                     self.base_url,
                     verify=self._verify,
                     cert=self._cert,
+                    trusted=self._trusted,
                     proxy=self._proxy,
                     max_idle=self.max_connections,
                 )

@@ -136,6 +136,7 @@ class ConnectionPool:
         *,
         verify: bool | ssl.SSLContext = True,
         cert: ClientCert | None = None,
+        trusted: tuple[str | None, str | None] = (None, None),
         proxy: Proxy | None = None,
         max_idle: int = 16,
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
@@ -166,6 +167,7 @@ class ConnectionPool:
         self._port = port or (443 if self._tls else 80)
         self._verify = verify
         self._cert = cert
+        self._trusted = trusted
         self._proxy = proxy
         # Where connections go, and what a request line and its headers get
         # for the proxy: all decided here, so a pool without one does no more
@@ -368,7 +370,7 @@ class ConnectionPool:
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
-            self._ssl = tls_context(self._verify, self._cert)
+            self._ssl = tls_context(self._verify, self._cert, self._trusted)
         return self._ssl
 
     async def _release(self, connection: _Connection, now: float) -> None:

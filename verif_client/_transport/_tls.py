@@ -66,16 +66,31 @@ class ClientCert:
             ) from None
 
 
-def tls_context(verify: bool | ssl.SSLContext, cert: ClientCert | None) -> ssl.SSLContext:
+def trusted_from_environment() -> tuple[str | None, str | None]:
+    """``SSL_CERT_FILE`` or ``SSL_CERT_DIR``: the CAs to trust instead of
+    certifi's, as httpx reads them (unless ``trust_env=False``)."""
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    return cafile, None if cafile else (os.environ.get("SSL_CERT_DIR") or None)
+
+
+def tls_context(
+    verify: bool | ssl.SSLContext,
+    cert: ClientCert | None,
+    trusted: tuple[str | None, str | None] = (None, None),
+) -> ssl.SSLContext:
     """The context the pool's connections use.
 
     A context of yours (``verify=``) is used as it is; ``cert=`` is loaded
     into it (the certificate given as ``cert=`` wins over one loaded before).
+    ``trusted`` is (cafile, capath) from the environment, else certifi's bundle.
     """
     if isinstance(verify, ssl.SSLContext):
         context = verify
     else:
-        context = ssl.create_default_context(cafile=_ca_bundle())
+        cafile, capath = trusted
+        if cafile is None and capath is None:
+            cafile = _ca_bundle()
+        context = ssl.create_default_context(cafile=cafile, capath=capath)
         if not verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
