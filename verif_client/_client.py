@@ -628,8 +628,7 @@ class VerificationClient:
             clock = self._clock or loop_clock()
             slowdown = self._slowdown = Slowdown(self._rate, ceiling, clock, self._pace_back)
             self._rate = slowdown
-        slowdown.refused(pace, wait)
-        rate = slowdown.rate
+        rate = slowdown.refused(pace, wait)
         logger.warning(
             "%s answered %s with 429: every request slowed to %.2f/s%s",
             self.base_url,

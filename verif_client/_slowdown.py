@@ -53,14 +53,15 @@ class Slowdown:
         climbed: float = self._base * 2.0 ** ((self._clock() - self._since) / CLIMB_SECONDS)
         return min(self._ceiling, climbed)
 
-    def refused(self, pace: float, retry_after: float | None) -> None:
+    def refused(self, pace: float, retry_after: float | None) -> float:
         """A 429: halve from the current pace (or ``pace``, if slower), and hold
-        every request until ``retry_after`` seconds from now."""
+        every request until ``retry_after`` seconds from now. Returns the new pace."""
         now = self._clock()
         self._base = max(FLOOR, min(self.rate, pace) / 2.0)
         self._since = now
         if retry_after is not None:
             self._resume_at = max(self._resume_at, now + retry_after)
+        return self._base
 
     async def acquire(self) -> None:
         now = self._clock()
