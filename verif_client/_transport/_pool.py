@@ -271,7 +271,10 @@ class ConnectionPool:
         # The server ended the handshake (under TLS 1.3 its end comes as the
         # first answer): no request reached the service.
         if self._cert is None:
-            wanted = "asked for a client certificate and none was given (pass cert=)"
+            wanted = (
+                "asked for a client certificate and none was given "
+                "(cert=; on the command line --client-cert)"
+            )
         else:
             wanted = f"refused the client certificate {self._cert.certfile}"
         return SendError(f"ConnectError: the server {wanted}: {reason}", never_sent=True)
