@@ -19,7 +19,9 @@ from contextlib import asynccontextmanager, contextmanager, suppress
 
 import anyio
 import anyio.abc
+import pytest
 import trustme
+from anyio.from_thread import start_blocking_portal
 from anyio.streams.tls import TLSListener
 from relsupport import PASSWORD, USER
 from test_transport_bad_peers import GONE, Wire, raw_server
@@ -30,6 +32,19 @@ from verif_client.simulator._server import Server, _Connection
 SERVICE = "service.test"
 PROXY_USER, PROXY_PASSWORD = "proxy-user", "Pr0xy-pa55-9c2e-never-show"
 GARBAGE = b"\x00\xff\xfeSSH-2.0-not-a-proxy\r\n\r\n"
+
+
+PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
+
+
+def without_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy (nor CA) variables of the machine running the tests: in either case,
+    for this process and the CLI subprocesses it starts."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
 
 
 def proxy_url(port: int, user: str = PROXY_USER, password: str = PROXY_PASSWORD) -> str:
@@ -137,6 +152,16 @@ def _origin_form(request: bytes) -> bytes:
 @asynccontextmanager
 async def forward_proxy(proxy: ForwardProxy) -> AsyncIterator[int]:
     async with raw_server(proxy) as port:
+        yield port
+
+
+@contextmanager
+def proxy_in_thread(proxy: ForwardProxy) -> Iterator[int]:
+    """The proxy on an event loop of its own thread, for subprocess tests."""
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(forward_proxy(proxy)) as port,
+    ):
         yield port
 
 

@@ -3,44 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from anyio.from_thread import start_blocking_portal
 from proxysupport import (
     PROXY_PASSWORD,
     SERVICE,
     Certificates,
     ForwardProxy,
-    forward_proxy,
+    proxy_in_thread,
     proxy_url,
     tls_front,
+    without_proxy_variables,
 )
 from relsupport import PASSWORD, USER, run_cli
 
 from verif_client.simulator import Simulator, serve_in_thread
 
-PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
-
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The CLI's subprocess inherits this environment.
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
-    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
-
-
-@contextmanager
-def proxy_in_thread(proxy: ForwardProxy) -> Iterator[int]:
-    with (
-        start_blocking_portal() as portal,
-        portal.wrap_async_context_manager(forward_proxy(proxy)) as port,
-    ):
-        yield port
+    without_proxy_variables(monkeypatch)
 
 
 @pytest.fixture

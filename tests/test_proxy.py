@@ -21,6 +21,7 @@ from proxysupport import (
     forward_proxy,
     proxy_url,
     simulator_server,
+    without_proxy_variables,
 )
 from relsupport import PASSWORD, USER, WITH_UVLOOP, drain
 from test_transport_bad_peers import GUARD, raw_server
@@ -32,7 +33,6 @@ from verif_client.simulator import Simulator
 pytestmark = pytest.mark.anyio
 
 FAST = vc.RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002, deadline=10)
-PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
 
 
 @pytest.fixture(params=WITH_UVLOOP)
@@ -42,9 +42,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> object:
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
+    without_proxy_variables(monkeypatch)
 
 
 @pytest.fixture(scope="module")

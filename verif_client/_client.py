@@ -629,7 +629,9 @@ class VerificationClient:
             slowdown = self._slowdown = Slowdown(self._rate, ceiling, clock, self._pace_back)
             self._rate = slowdown
         rate = slowdown.refused(pace, wait)
-        logger.warning(
+        # INFO, not WARNING: the progress line, hooks and metrics show it, and
+        # a line of its own would break a live progress line.
+        logger.info(
             "%s answered %s with 429: every request slowed to %.2f/s%s",
             self.base_url,
             op.name,
