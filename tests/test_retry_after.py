@@ -224,3 +224,16 @@ async def test_the_slowdown_lifts_itself_at_the_limit_and_holds_requests_for_ret
     now[0] += 3600.0
     await slowdown.acquire()
     assert lifted == [True]
+
+
+async def test_a_poll_still_refused_after_its_retries_is_polled_again_not_failed() -> None:
+    refused = asking(b"429 Too Many Requests", "0")
+    # More refusals than the policy's attempts: the call itself fails with the 429.
+    server = Scripted(*[refused] * (POLICY.attempts + 1), VERIFIED_TRUE)
+    policy = vc.PollPolicy(retry=POLICY, initial_delay=0.001, max_delay=0.002, timeout=GUARD)
+    async with raw_server(server) as port, client(port, retry=POLICY) as c:
+        with anyio.fail_after(GUARD):
+            outcome = await c.wait_until_verified(7, policy=policy)
+    assert outcome.status is vc.PollStatus.VERIFIED
+    assert outcome.error is None
+    assert server.requests == POLICY.attempts + 2
