@@ -16,7 +16,7 @@ from relsupport import PASSWORD, USER
 from test_transport_bad_peers import NOT_VERIFIED, Wire, answer, http_response, raw_server
 
 import verif_client as vc
-from verif_client._transport import _pool
+from verif_client._transport import _pool, _tls
 from verif_client.simulator import Simulator
 
 pytestmark = pytest.mark.anyio
@@ -108,7 +108,7 @@ async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
 
 def test_tls_trusts_certifis_bundle_by_default() -> None:
     certifi = pytest.importorskip("certifi")
-    assert _pool._ca_bundle() == certifi.where()
+    assert _tls._ca_bundle() == certifi.where()
 
 
 def test_the_default_path_does_not_import_httpx() -> None:

@@ -83,7 +83,22 @@ _FROM_ENVIRONMENT: Final[tuple[tuple[str, str, Callable[[str], object]], ...]] =
     ("binding", "VERIF_BINDING", _binding),
     ("timeout", "VERIF_TIMEOUT", POSITIVE),
     ("rate", "VERIF_RATE", POSITIVE),
+    # The variable may carry the proxy's password; the flag may not (see _proxy_flag).
+    ("proxy", "VERIF_PROXY", str),
+    ("client_cert", "VERIF_CLIENT_CERT", str),
+    ("client_key", "VERIF_CLIENT_KEY", str),
 )
+
+
+def _proxy_flag(text: str) -> str:
+    """A proxy URL without a password: flags show in every process list."""
+    userinfo = text.partition("://")[2].rpartition("@")[0]
+    if ":" in userinfo:
+        raise argparse.ArgumentTypeError(
+            "a proxy password on the command line shows in every process list: put the "
+            "URL with its password in VERIF_PROXY (or HTTPS_PROXY) instead"
+        )
+    return text
 
 
 def _connection_args(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +135,22 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
         type=POSITIVE,
         help="at most this many requests per second, all calls; for a bulk job, "
         "all of its workers together (default: no limit; VERIF_RATE)",
+    )
+    group.add_argument(
+        "--proxy",
+        type=_proxy_flag,
+        metavar="URL",
+        help="an http:// proxy for every request, without password (VERIF_PROXY, which may "
+        "hold user:password@; default: HTTPS_PROXY, HTTP_PROXY, ALL_PROXY as NO_PROXY allows)",
+    )
+    group.add_argument(
+        "--client-cert",
+        metavar="PEM",
+        help="client certificate for mutual TLS, with its key unless --client-key is given "
+        "(VERIF_CLIENT_CERT; an encrypted key's password only by VERIF_CLIENT_KEY_PASSWORD)",
+    )
+    group.add_argument(
+        "--client-key", metavar="PEM", help="the client certificate's key (VERIF_CLIENT_KEY)"
     )
 
 
@@ -273,6 +304,8 @@ def _client(
     try:
         return VerificationClient(
             args.base_url,
+            proxy=args.proxy,
+            cert=_client_cert(args),
             username=args.username,
             password=password,
             username_is_secret=args.username_is_secret,
@@ -285,7 +318,26 @@ def _client(
             hooks=hooks,
         )
     except ValueError as exc:
-        raise UsageError(f"--base-url: {exc}") from None
+        problem = str(exc)
+        # The library names its option; the user gave a flag (or its variable).
+        for option, flag in _FLAG_OF.items():
+            if problem.startswith(option):
+                raise UsageError(f"{flag}{problem[len(option) :]}") from None
+        raise UsageError(problem if "_PROXY:" in problem else f"--base-url: {problem}") from None
+
+
+_FLAG_OF: Final = {"cert:": "--client-cert:", "proxy:": "--proxy (or VERIF_PROXY):"}
+
+
+def _client_cert(args: argparse.Namespace) -> tuple[str, str] | tuple[str, str, str] | None:
+    if args.client_cert is None:
+        if args.client_key is not None:
+            raise UsageError("--client-key: give the certificate too (--client-cert)")
+        return None
+    # Without --client-key, the certificate's file holds the key too.
+    key = args.client_key or args.client_cert
+    password = os.environ.get("VERIF_CLIENT_KEY_PASSWORD")
+    return (args.client_cert, key, password) if password else (args.client_cert, key)
 
 
 def _parse_params(operation: str, pairs: Sequence[str]) -> dict[str, object]:

@@ -19,6 +19,7 @@ from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
     DeliveryUnknownError,
     HTTPStatusError,
+    ProxyError,
     TransportError,
     VerifClientError,
 )
@@ -35,7 +36,7 @@ from ._operations import (
 from ._pollpolicy import DEFAULT_POLL_POLICY, PollPolicy, VerifiedDialect
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
-from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._retry import ASKS_TO_WAIT, DEFAULT_RETRY, RetryPolicy, retry_after
 from ._scrub import NO_SECRETS, Scrubber
 from ._service import (
     DEFAULT_NAMESPACE,
@@ -46,6 +47,8 @@ from ._service import (
 )
 from ._transport import Answer, Sender, SendError, Transport
 from ._transport._pool import ConnectionPool
+from ._transport._proxy import Proxy, ProxyRefused, choose_proxy
+from ._transport._tls import CertTypes, ClientCert, trusted_from_environment
 
 if TYPE_CHECKING:
     import httpx
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
         PollStream,
         VerificationOutcome,
     )
+    from ._slowdown import Slowdown
 
 # The pool's cost per request does not grow with its size (README, Performance:
 # CPU per request is flat from 16 to 1,024 connections), so the default is set
@@ -77,7 +81,8 @@ RequestIds = Iterable[int] | AsyncIterable[int]
 class VerificationClient:
     """Async client for the six operations, in any of the four bindings.
 
-    The constructor does no I/O; the connection pool opens on first use and
+    The constructor does no network I/O (it reads the proxy variables of the
+    environment, and checks ``cert=`` loads); the connection pool opens on first use and
     closes with ``aclose()`` or the ``async with`` block (an injected
     ``http_client`` is left open: it is the caller's). See the README for the
     options table and the retry rules.
@@ -100,6 +105,9 @@ class VerificationClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         validate: bool = True,
         verify: bool | ssl.SSLContext = True,
+        cert: CertTypes | None = None,
+        proxy: str | None = None,
+        trust_env: bool = True,
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | Transport | None = None,
         hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
@@ -111,6 +119,12 @@ class VerificationClient:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
+        own_pool = http_client is None and transport is None
+        if not own_pool and (proxy is not None or cert is not None):
+            raise ValueError(
+                "proxy= and cert= configure the client's own connection pool: give them to "
+                "the http_client or transport you pass instead"
+            )
         self.base_url = _site_root(str(base_url), endpoint_path)
         self.binding = parse_binding(binding)
         self.namespace = namespace
@@ -125,11 +139,20 @@ class VerificationClient:
             else None
         )
         self._username_is_secret = username_is_secret
-        self._scrub = (
-            Scrubber([password or "", (username or "") if username_is_secret else ""])
-            if self._credentials is not None
-            else NO_SECRETS
+        # Read at construction, as httpx does (see _transport._proxy); a
+        # client you bring reads its own.
+        self._proxy: Proxy | None = (
+            choose_proxy(self.base_url, proxy, trust_env=trust_env) if own_pool else None
         )
+        self._cert = ClientCert(cert) if cert is not None else None
+        self._trusted = trusted_from_environment() if trust_env and verify is True else (None, None)
+        secrets = [
+            password or "",
+            (username or "") if username_is_secret else "",
+            *(self._proxy.secrets if self._proxy is not None else ()),
+            (self._cert.password or "") if self._cert is not None else "",
+        ]
+        self._scrub = Scrubber(secrets) if any(secrets) else NO_SECRETS
         self._codecs: dict[Binding, Codec] = {
             b: codec_for(
                 b,
@@ -149,6 +172,8 @@ class VerificationClient:
         self._limiter: anyio.Semaphore | None = None
         self._clock: Callable[[], float] | None = None
         self._rate: Limiter | None = rate_limiter
+        # In front of _rate after a 429, until the pace has climbed back.
+        self._slowdown: Slowdown | None = None
         self._rng = random.Random()
         self._closed = False
         self._hooks: _hooks.Dispatch | None = None
@@ -200,7 +225,12 @@ class VerificationClient:
             transport = self._transport
             if self._http is None and transport is None:
                 self._connections = ConnectionPool(
-                    self.base_url, verify=self._verify, max_idle=self.max_connections
+                    self.base_url,
+                    verify=self._verify,
+                    cert=self._cert,
+                    trusted=self._trusted,
+                    proxy=self._proxy,
+                    max_idle=self.max_connections,
                 )
             elif transport is not None and not hasattr(transport, "handle_async_request"):
                 # A verif_client.Transport (Simulator.transport(), say) is
@@ -482,7 +512,11 @@ class VerificationClient:
             except SendError as exc:
                 never_sent = exc.never_sent
                 failure: VerifClientError
-                if never_sent or op.idempotent:
+                if isinstance(exc, ProxyRefused):
+                    failure = ProxyError(
+                        str(exc), proxy=exc.proxy, status_code=exc.status_code, operation=op.name
+                    )
+                elif never_sent or op.idempotent:
                     failure = TransportError(str(exc), operation=op.name)
                 else:
                     failure = DeliveryUnknownError(
@@ -494,7 +528,23 @@ class VerificationClient:
                 self._log(op, binding, None, began, attempt, failure)
             except HTTPStatusError as exc:
                 failure = exc
-                retryable = op.idempotent and exc.status_code in policy.statuses
+                # Raised by the decoding of an answer: status and headers are its.
+                retryable = policy.retries_status(status, op.idempotent)
+                if status in ASKS_TO_WAIT:
+                    exc.retry_after = retry_after(headers)
+                if status == 429:
+                    self._slow_down(op, exc.retry_after, clock() - began)
+                if status == 407 and self._proxy is not None:
+                    # Plain HTTP through a proxy: its refusal comes as the
+                    # answer, and the request went no further.
+                    failure = ProxyError(
+                        f"ProxyError: {self._proxy.shown} refused the request: "
+                        "407 (wrong or missing credentials in the proxy URL)",
+                        proxy=self._proxy.shown,
+                        status_code=407,
+                        operation=op.name,
+                    )
+                    retryable = False
                 self._log(op, binding, exc.status_code, began, attempt, exc)
             else:
                 self._log(op, binding, status, began, attempt, None)
@@ -504,7 +554,13 @@ class VerificationClient:
             if not retryable or attempt >= policy.attempts or self._closed:
                 raise failure
             pause = policy.backoff(attempt, self._rng)
+            asked = getattr(failure, "retry_after", None)
+            if asked is not None:
+                pause = asked
             if clock() + pause - started > policy.deadline:
+                if asked is not None:
+                    assert isinstance(failure, HTTPStatusError)
+                    failure.beyond_deadline(policy.deadline)
                 raise failure
             await (
                 anyio.sleep(pause)
@@ -551,6 +607,47 @@ class VerificationClient:
             )
         finally:
             limiter.release()
+
+    @property
+    def slowed_to(self) -> float | None:
+        """Requests per second this client is held to after the service answered
+        429 (see README, Retries), or None when it goes at its own pace."""
+        return None if self._slowdown is None else self._slowdown.rate
+
+    def _slow_down(self, op: Operation[Any], wait: float | None, duration: float) -> None:
+        # The pace the refused call was part of: the calls in flight (its own
+        # slot is already back) over how long it took.
+        in_flight = self.max_connections + 1 - (self._limiter.value if self._limiter else 0)
+        pace = in_flight / max(duration, 0.001)
+        slowdown = self._slowdown
+        if slowdown is None:
+            # Loaded by the first 429 only (README, Performance: start-up).
+            from ._slowdown import Slowdown
+
+            ceiling = self.rate_limit or pace
+            clock = self._clock or loop_clock()
+            slowdown = self._slowdown = Slowdown(self._rate, ceiling, clock, self._pace_back)
+            self._rate = slowdown
+        rate = slowdown.refused(pace, wait)
+        # INFO, not WARNING: the progress line, hooks and metrics show it, and
+        # a line of its own would break a live progress line.
+        logger.info(
+            "%s answered %s with 429: every request slowed to %.2f/s%s",
+            self.base_url,
+            op.name,
+            rate,
+            "" if wait is None else f", none before {wait:g} s (Retry-After)",
+        )
+        if self._hooks is not None:
+            self._hooks.rate_changed(rate, op.name, wait)
+
+    def _pace_back(self) -> None:
+        if self._slowdown is not None:
+            # Back at its own pace: no cost per request from here on.
+            self._rate, self._slowdown = self._slowdown.inner, None
+        logger.info("%s: back to the client's own pace after 429s", self.base_url)
+        if self._hooks is not None:
+            self._hooks.rate_changed(None, None, None)
 
     def _log(
         self,

@@ -22,6 +22,9 @@ LocationResult absent, "Location not         pending (a denial looks the same,
 available ..." or no ErrorMessage            so it ends TIMED_OUT)
 LocationResult absent, other ErrorMessage    FAILED
 SOAP fault, authentication error, bad input  FAILED at once
+HTTP 429 (too many requests)                 retried after its Retry-After, the
+                                             client slowed down; still refused:
+                                             pending, polled again later
 transport error, HTTP 502/503/504, an        retried under ``policy.retry``,
 unreadable answer (DecodeError)              then FAILED
 still pending at ``policy.timeout``          TIMED_OUT
@@ -45,7 +48,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._clock import loop_backend, loop_clock
 from ._compat import TypeVar
-from ._errors import DecodeError, VerifClientError
+from ._errors import DecodeError, HTTPStatusError, VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
 from ._pollpolicy import (
     PollPolicy,
@@ -321,6 +324,13 @@ class PollStream(Generic[_O]):
         try:
             watch.last = await self._ask(watch)
             status = watch.kind.judge(watch.last, policy, self._dialect)
+        except HTTPStatusError as exc:
+            # A 429 says nothing about the id: ask again later, at the pace
+            # the client has slowed to.
+            if exc.status_code == 429:
+                status = None
+            else:
+                error, status = exc, PollStatus.FAILED
         except VerifClientError as exc:
             error, status = exc, PollStatus.FAILED
         except Exception as exc:

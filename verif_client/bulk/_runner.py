@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import IO, Any, Final
 
 import anyio
@@ -33,6 +33,7 @@ from .._errors import (
 from .._operations import SEND_CONFIRMATION_SMS
 from .._polling import LocationOutcome, PollStream, VerificationOutcome
 from .._pollpolicy import PollStatus
+from .._results import RequestResult
 from ._job import FINAL_STATES, BulkOptions, JobRow, RowState
 from ._journal import Journal, JournalError
 
@@ -61,6 +62,8 @@ class Progress:
     stopping: bool = False
     # time.monotonic() of the last SMS this run sent, for the ETA's bound.
     last_sent: float | None = None
+    # Requests per second the client is held to after the service answered 429.
+    slowed_to: float | None = None
 
     def move(self, old: RowState, new: RowState) -> None:
         self.states[old] -= 1
@@ -249,6 +252,8 @@ class _Run:
             # Marked only once the rate limit has let the request go: a kill
             # while waiting for a slot leaves the row queued, not unknown.
             nonlocal written
+            if written:
+                return  # sent again after a 429: it is in flight already
             if self.progress.stopping:
                 raise _Stopping
             self.journal.mark_sending(row.line)
@@ -258,7 +263,7 @@ class _Run:
 
         params = _SEND.wire_params(row.phone_number, row.question)
         try:
-            sent = await self.client.call_with(_SEND, params, before_send=mark_in_flight)
+            sent = await self._send_until_accepted(params, mark_in_flight)
         except _Stopping:
             return  # it stays queued for a later run
         except RequestValidationError as exc:
@@ -293,6 +298,22 @@ class _Run:
         self.progress.move(RowState.SENDING, RowState.SENT)
         self.progress.last_sent = time.monotonic()
         self.watch(sent.request_id, row.line, stream, self.options.deadline)
+
+    async def _send_until_accepted(
+        self, params: Mapping[str, object], before_send: Callable[[], Awaitable[None]]
+    ) -> RequestResult:
+        """Send; a 429 (refused, not processed: the client has slowed the whole
+        run down and waits out its Retry-After) is sent again, until the job
+        stops: no row ends ``failed`` because the service asked us to slow down."""
+        client = self.client
+        while True:
+            try:
+                return await client.call_with(_SEND, params, before_send=before_send)
+            except HTTPStatusError as exc:
+                if exc.status_code != 429 or self.progress.stopping:
+                    raise
+            finally:
+                self.progress.slowed_to = client.slowed_to
 
     def watch(self, request_id: int, line: int, stream: PollStream, timeout: float) -> None:
         self.lines_by_request[request_id] = line
