@@ -5,6 +5,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+
+# A hang fails its test within the per-test timeout on every backend (see hangs.py).
+from hangs import pytest_collection_modifyitems, pytest_pyfunc_call  # noqa: F401
 from pgserver import ServerUnavailable, temporary_server
 
 
