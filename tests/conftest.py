@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
@@ -9,6 +8,7 @@ import pytest
 # A hang fails its test within the per-test timeout on every backend (see hangs.py).
 from hangs import pytest_collection_modifyitems, pytest_pyfunc_call  # noqa: F401
 from pgserver import ServerUnavailable, temporary_server
+from realparts import import_real_part, missing_real_part
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -16,22 +16,15 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-# .ci/run installs PostgreSQL: under CI a missing server is a failure, not a skip.
-_IN_CI = bool(os.environ.get("CI"))
-
-
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """URL of a PostgreSQL server started for this test session, on loopback."""
-    if not _IN_CI:
-        pytest.importorskip("psycopg", reason="the PostgreSQL journal needs the 'postgres' extra")
+    import_real_part("psycopg", "the PostgreSQL journal needs the 'postgres' extra")
     try:
         with temporary_server() as url:
             yield url
     except ServerUnavailable as exc:
-        if _IN_CI:
-            pytest.fail(f"no PostgreSQL server could be started: {exc}", pytrace=False)
-        pytest.skip(f"no PostgreSQL server could be started: {exc}")
+        missing_real_part(f"no PostgreSQL server could be started: {exc}")
 
 
 @pytest.fixture

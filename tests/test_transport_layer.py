@@ -12,6 +12,7 @@ import anyio
 import anyio.abc
 import httpx
 import pytest
+from realparts import import_real_part
 from relsupport import PASSWORD, USER
 from test_transport_bad_peers import NOT_VERIFIED, Wire, answer, http_response, raw_server
 
@@ -107,7 +108,7 @@ async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
 
 
 def test_tls_trusts_certifis_bundle_by_default() -> None:
-    certifi = pytest.importorskip("certifi")
+    certifi = import_real_part("certifi", "httpx's certificate bundle")
     assert _pool._ca_bundle() == certifi.where()
 
 
