@@ -194,12 +194,14 @@ async def test_poll_soak(restart: bool) -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("restart", [False, True], ids=["steady", "restart"])
 async def test_bulk_soak_full(tmp_path: Path, restart: bool) -> None:
     await bulk_soak(tmp_path, sizes(True)[0], restart=restart)
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("restart", [False, True], ids=["steady", "restart"])
 async def test_poll_soak_full(restart: bool) -> None:
     await poll_soak(sizes(True)[1], restart=restart)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from realparts import import_real_part
 
 import verif_client as vc
 from verif_client.simulator import Simulator
@@ -106,7 +107,7 @@ def test_the_fixtures_serve_async_tests_under_either_plugin(
     pytester_run: PytesterRun, marker: str, plugins: tuple[str, ...]
 ) -> None:
     if marker == "asyncio":
-        pytest.importorskip("pytest_asyncio")
+        import_real_part("pytest_asyncio", "the fixtures are shown under pytest-asyncio")
     result = pytester_run(USER_TEST.format(marker=marker), *plugins)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " passed" in result.stdout

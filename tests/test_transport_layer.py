@@ -12,6 +12,9 @@ import anyio
 import anyio.abc
 import httpx
 import pytest
+import trio.lowlevel
+import trio.testing
+from realparts import import_real_part
 from relsupport import PASSWORD, USER
 from test_transport_bad_peers import NOT_VERIFIED, Wire, answer, http_response, raw_server
 
@@ -106,8 +109,54 @@ async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
             assert handle.connections == expected
 
 
+class CountingOpen(Answering):
+    """``Answering`` that also counts the connections still open to it."""
+
+    def __init__(self, raw: bytes) -> None:
+        super().__init__(raw)
+        self.open = 0
+
+    async def __call__(self, stream: anyio.abc.SocketStream) -> None:
+        self.open += 1
+        try:
+            await super().__call__(stream)
+        finally:
+            self.open -= 1
+
+
+def test_connections_a_shrinking_load_no_longer_needs_are_closed() -> None:
+    """Eight calls at once open eight connections; then one call a second
+    keeps reusing the newest. The seven below it must not stay open forever:
+    each one past the keep-alive expiry (5 s) is closed as a call returns.
+    On trio's clock, moved by hand (sockets are real, time is not)."""
+    handle = CountingOpen(NOT_VERIFIED)
+
+    async def main() -> tuple[int, int]:
+        clock = trio.lowlevel.current_clock()
+        assert isinstance(clock, trio.testing.MockClock)
+        async with raw_server(handle) as port:
+            base_url = f"http://127.0.0.1:{port}"
+            async with vc.VerificationClient(base_url, username=USER, password=PASSWORD) as c:
+                async with anyio.create_task_group() as tg:
+                    for _ in range(8):
+                        tg.start_soon(c.has_been_verified, 4294967297)
+                at_peak = handle.open
+                for _ in range(12):
+                    clock.jump(1.0)
+                    await c.has_been_verified(4294967297)
+                # One more round trip: the peer has seen every close by its end.
+                await c.has_been_verified(4294967297)
+                return at_peak, handle.open
+
+    at_peak, after = anyio.run(
+        main, backend="trio", backend_options={"clock": trio.testing.MockClock()}
+    )
+    assert (handle.connections, at_peak) == (8, 8)
+    assert after == 1
+
+
 def test_tls_trusts_certifis_bundle_by_default() -> None:
-    certifi = pytest.importorskip("certifi")
+    certifi = import_real_part("certifi", "httpx's certificate bundle")
     assert _tls._ca_bundle() == certifi.where()
 
 
