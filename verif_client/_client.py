@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from ._bindings import codec_for
-from ._clock import loop_clock
+from ._clock import loop_clock, running_loop
 from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
     DeliveryUnknownError,
@@ -147,6 +147,7 @@ class VerificationClient:
         self._http = http_client
         self._connections: Sender | None = None
         self._limiter: anyio.Semaphore | None = None
+        self._owner: object = None  # the event loop the next three belong to
         self._clock: Callable[[], float] | None = None
         self._rate: Limiter | None = rate_limiter
         self._rng = random.Random()
@@ -216,6 +217,17 @@ class VerificationClient:
                     transport=cast("httpx.AsyncBaseTransport | None", transport),
                 )
         return self._connections
+
+    def _enter_loop(self) -> None:
+        """Start afresh on the running event loop: the slots, the clock and our
+        own rate limiter belonged to the loop this client was last used on
+        (``asyncio.run`` twice), which may have died with slots taken."""
+        self._owner = running_loop()
+        # Looked up once per loop (see _clock); it only measures durations.
+        self._clock = loop_clock()
+        self._limiter = None
+        if self.rate_limit is not None:
+            self._rate = None
 
     def _capacity(self) -> anyio.Semaphore:
         # Created on first use: anyio primitives belong to the running event
@@ -459,10 +471,10 @@ class VerificationClient:
         policy: RetryPolicy,
         before_send: Callable[[], Awaitable[None]] | None,
     ) -> R:
+        if running_loop() is not self._owner:
+            self._enter_loop()
         clock = self._clock
-        if clock is None:
-            # Looked up once, on the loop (see _clock); it only measures durations.
-            clock = self._clock = loop_clock()
+        assert clock is not None
         started = clock()
         attempt = 0
         # A retried attempt is the same request, already recorded: the hook runs once.
