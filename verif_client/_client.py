@@ -483,9 +483,10 @@ class VerificationClient:
             attempt += 1
             # The clock is read once for the first attempt.
             began = started if attempt == 1 else clock()
-            # One deadline per attempt, and no attempt outlives the call's deadline.
+            # One deadline per attempt, and no attempt, the first included,
+            # outlives the call's deadline.
             left = policy.deadline - (began - started)
-            time_limit = self.timeout if attempt == 1 else max(0.0, min(self.timeout, left))
+            time_limit = max(0.0, min(self.timeout, left))
             try:
                 status, headers, body = await self._send_once(
                     op, request, hook, time_limit=time_limit
