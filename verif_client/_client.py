@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import random
 import ssl
@@ -9,7 +10,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mappin
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, Unpack, cast, overload
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio
 
@@ -36,7 +37,7 @@ from ._pollpolicy import DEFAULT_POLL_POLICY, PollPolicy, VerifiedDialect
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
-from ._scrub import NO_SECRETS, Scrubber
+from ._scrub import Scrubber
 from ._service import (
     DEFAULT_NAMESPACE,
     ENDPOINT_PATH,
@@ -111,7 +112,14 @@ class VerificationClient:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
-        self.base_url = _site_root(str(base_url), endpoint_path)
+        # The address shown (repr, base_url, warnings, hooks) never has the
+        # credentials a URL may carry; only the connection layer gets them.
+        shown, userinfo = _split_userinfo(str(base_url))
+        self.base_url = _site_root(shown, endpoint_path)
+        self._connect_url = self.base_url
+        if userinfo is not None:
+            scheme, _, rest = self.base_url.partition("://")
+            self._connect_url = f"{scheme}://{userinfo}@{rest}"
         self.binding = parse_binding(binding)
         self.namespace = namespace
         self.timeout = timeout
@@ -125,11 +133,13 @@ class VerificationClient:
             else None
         )
         self._username_is_secret = username_is_secret
-        self._scrub = (
-            Scrubber([password or "", (username or "") if username_is_secret else ""])
-            if self._credentials is not None
-            else NO_SECRETS
-        )
+        secrets = [password or "", (username or "") if username_is_secret else ""]
+        if userinfo is not None:
+            # An echo of the Authorization header holds the Basic token.
+            url_user, _, url_password = (unquote(part) for part in userinfo.partition(":"))
+            token = base64.b64encode(f"{url_user}:{url_password}".encode()).decode("ascii")
+            secrets += [url_password, token]
+        self._scrub = Scrubber(secrets)
         self._codecs: dict[Binding, Codec] = {
             b: codec_for(
                 b,
@@ -201,7 +211,7 @@ class VerificationClient:
             transport = self._transport
             if self._http is None and transport is None:
                 self._connections = ConnectionPool(
-                    self.base_url, verify=self._verify, max_idle=self.max_connections
+                    self._connect_url, verify=self._verify, max_idle=self.max_connections
                 )
             elif transport is not None and not hasattr(transport, "handle_async_request"):
                 # A verif_client.Transport (Simulator.transport(), say) is
@@ -212,7 +222,7 @@ class VerificationClient:
                 from ._transport._httpx import HttpxSender
 
                 self._connections = HttpxSender(
-                    self.base_url,
+                    self._connect_url,
                     http_client=self._http,
                     transport=cast("httpx.AsyncBaseTransport | None", transport),
                 )
@@ -584,6 +594,26 @@ class VerificationClient:
                 (anyio.current_time() - began) * 1000,
                 f" error={type(error).__name__}: {self._scrub.text(str(error))}" if error else "",
             )
+
+
+def _split_userinfo(base_url: str) -> tuple[str, str | None]:
+    """``base_url`` without ``user:password@``, and that userinfo (None without).
+
+    Userinfo goes as HTTP Basic on every request, so it is refused over plain
+    http, where anyone on the path would read it (SECURITY.md). The refusal
+    names neither the URL nor its credentials."""
+    scheme, separator, rest = base_url.partition("://")
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    userinfo, at, host = rest[:end].rpartition("@")
+    if not separator or not at:
+        return base_url, None
+    if scheme.lower() != "https":
+        raise ValueError(
+            "base_url: credentials in the URL (user:password@) would be sent in clear "
+            "as HTTP Basic: give an https:// address, or pass username= and password= "
+            "(which go in the SOAP header)"
+        )
+    return f"{scheme}://{host}{rest[end:]}", userinfo
 
 
 def _site_root(base_url: str, endpoint_path: str) -> str:
