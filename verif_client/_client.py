@@ -106,8 +106,11 @@ class VerificationClient:
         hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
         username_is_secret: bool = False,
     ) -> None:
-        if max_connections < 1:
-            raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
+        _check_number("timeout", timeout)
+        _check_number("max_connections", max_connections, integer=True)
+        _check_number("max_response_bytes", max_response_bytes, integer=True)
+        if rate_limit is not None:
+            _check_number("rate_limit", rate_limit)
         if rate_limit is not None and rate_limiter is not None:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
@@ -594,6 +597,17 @@ class VerificationClient:
                 (anyio.current_time() - began) * 1000,
                 f" error={type(error).__name__}: {self._scrub.text(str(error))}" if error else "",
             )
+
+
+def _check_number(option: str, value: object, *, integer: bool = False) -> None:
+    """Refuse, at construction, an option value that would fail late with
+    another library's error or quietly mean something else (a NaN rate is no
+    limit at all, a NaN timeout never ends)."""
+    kind = "an integer >= 1" if integer else "a number > 0"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise ValueError(f"{option} must be {kind}, got {value!r}")
+    if not value > 0:  # also false for NaN
+        raise ValueError(f"{option} must be {kind}, got {value!r}")
 
 
 def _split_userinfo(base_url: str) -> tuple[str, str | None]:
