@@ -179,24 +179,6 @@ def test_the_default_path_does_not_import_httpx() -> None:
     assert done.stdout.split() == ["TransportError", "False"]
 
 
-async def test_credentials_in_the_base_url_go_as_basic_auth() -> None:
-    seen: list[bytes] = []
-
-    async def handle(stream: anyio.abc.SocketStream) -> None:
-        wire = Wire(stream)
-        while (request := await wire.request()) is not None:
-            seen.append(request)
-            await stream.send(NOT_VERIFIED)
-
-    async with (
-        raw_server(handle) as port,
-        vc.VerificationClient(f"http://proxy%40user:p%3Ass@127.0.0.1:{port}") as client,
-    ):
-        assert (await client.has_been_verified(4294967297)).verified is False
-    # base64("proxy@user:p:ss")
-    assert b"\r\nAuthorization: Basic cHJveHlAdXNlcjpwOnNz\r\n" in seen[0]
-
-
 async def test_an_answer_larger_than_any_read_comes_back_whole_on_a_reused_connection() -> None:
     # The pool has asyncio read 64 KiB at a time (not 256 KiB: see
     # _read_in_heap_sized_chunks); 600 KB spans many reads and the old size.

@@ -23,9 +23,9 @@ from . import __version__, _prometheus, _xsd
 from ._argtypes import POSITIVE, POSITIVE_COUNT, YES_NO
 from ._client import VerificationClient
 from ._codec import Codec
-from ._errors import VerifClientError
+from ._errors import RequestValidationError, VerifClientError
 from ._hooks import Hooks
-from ._operations import OPERATIONS, get_operation
+from ._operations import OPERATIONS, Operation
 from ._pollpolicy import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
@@ -340,8 +340,24 @@ def _client_cert(args: argparse.Namespace) -> tuple[str, str] | tuple[str, str, 
     return (args.client_cert, key, password) if password else (args.client_cert, key)
 
 
+def _operation(name: str) -> Operation[Any]:
+    """An operation by its wire name or a unique tail of it at a ``_``
+    (``HasBeenVerified``, ``MobileLocation_GetResult``), any case."""
+    wanted = name.lower()
+    found = [
+        op
+        for op in OPERATIONS
+        if op.name.lower() == wanted or op.name.lower().endswith("_" + wanted)
+    ]
+    if len(found) != 1:
+        known = ", ".join(op.name for op in OPERATIONS)
+        problem = "ambiguous" if found else "unknown"
+        raise UsageError(f"{name!r}: {problem} operation; expected one of {known}")
+    return found[0]
+
+
 def _parse_params(operation: str, pairs: Sequence[str]) -> dict[str, object]:
-    op = get_operation(operation)
+    op = _operation(operation)
     types = {param.name.lower(): param for param in op.params}
     params: dict[str, object] = {}
     for pair in pairs:
@@ -366,7 +382,11 @@ def to_json(value: object) -> Any:
 async def _call(args: argparse.Namespace) -> int:
     params = _parse_params(args.operation, args.params)
     async with _client(args) as client:
-        result = await client.call_with(args.operation, params)
+        try:
+            result = await client.call_with(_operation(args.operation), params)
+        except RequestValidationError as exc:
+            # Checked before anything is sent: the user's input, not the service.
+            raise UsageError(str(exc)) from None
     print(safe_json(json.dumps(to_json(result), ensure_ascii=False)))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import random
 import ssl
@@ -9,12 +10,12 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mappin
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, Unpack, cast, overload
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio
 
 from ._bindings import codec_for
-from ._clock import loop_clock
+from ._clock import loop_clock, running_loop
 from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
     DeliveryUnknownError,
@@ -113,8 +114,11 @@ class VerificationClient:
         hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
         username_is_secret: bool = False,
     ) -> None:
-        if max_connections < 1:
-            raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
+        _check_number("timeout", timeout)
+        _check_number("max_connections", max_connections, integer=True)
+        _check_number("max_response_bytes", max_response_bytes, integer=True)
+        if rate_limit is not None:
+            _check_number("rate_limit", rate_limit)
         if rate_limit is not None and rate_limiter is not None:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
@@ -125,7 +129,14 @@ class VerificationClient:
                 "proxy= and cert= configure the client's own connection pool: give them to "
                 "the http_client or transport you pass instead"
             )
-        self.base_url = _site_root(str(base_url), endpoint_path)
+        # The address shown (repr, base_url, warnings, hooks) never has the
+        # credentials a URL may carry; only the connection layer gets them.
+        shown, userinfo = _split_userinfo(str(base_url))
+        self.base_url = _site_root(shown, endpoint_path)
+        self._connect_url = self.base_url
+        if userinfo is not None:
+            scheme, _, rest = self.base_url.partition("://")
+            self._connect_url = f"{scheme}://{userinfo}@{rest}"
         self.binding = parse_binding(binding)
         self.namespace = namespace
         self.timeout = timeout
@@ -152,6 +163,11 @@ class VerificationClient:
             *(self._proxy.secrets if self._proxy is not None else ()),
             (self._cert.password or "") if self._cert is not None else "",
         ]
+        if userinfo is not None:
+            # An echo of the Authorization header holds the Basic token.
+            url_user, _, url_password = (unquote(part) for part in userinfo.partition(":"))
+            token = base64.b64encode(f"{url_user}:{url_password}".encode()).decode("ascii")
+            secrets += [url_password, token]
         self._scrub = Scrubber(secrets) if any(secrets) else NO_SECRETS
         self._codecs: dict[Binding, Codec] = {
             b: codec_for(
@@ -170,6 +186,7 @@ class VerificationClient:
         self._http = http_client
         self._connections: Sender | None = None
         self._limiter: anyio.Semaphore | None = None
+        self._owner: object = None  # the event loop the next three belong to
         self._clock: Callable[[], float] | None = None
         self._rate: Limiter | None = rate_limiter
         # In front of _rate after a 429, until the pace has climbed back.
@@ -225,7 +242,7 @@ class VerificationClient:
             transport = self._transport
             if self._http is None and transport is None:
                 self._connections = ConnectionPool(
-                    self.base_url,
+                    self._connect_url,
                     verify=self._verify,
                     cert=self._cert,
                     trusted=self._trusted,
@@ -241,11 +258,22 @@ class VerificationClient:
                 from ._transport._httpx import HttpxSender
 
                 self._connections = HttpxSender(
-                    self.base_url,
+                    self._connect_url,
                     http_client=self._http,
                     transport=cast("httpx.AsyncBaseTransport | None", transport),
                 )
         return self._connections
+
+    def _enter_loop(self) -> None:
+        """Start afresh on the running event loop: the slots, the clock and our
+        own rate limiter belonged to the loop this client was last used on
+        (``asyncio.run`` twice), which may have died with slots taken."""
+        self._owner = running_loop()
+        # Looked up once per loop (see _clock); it only measures durations.
+        self._clock = loop_clock()
+        self._limiter = None
+        if self.rate_limit is not None:
+            self._rate = None
 
     def _capacity(self) -> anyio.Semaphore:
         # Created on first use: anyio primitives belong to the running event
@@ -489,10 +517,10 @@ class VerificationClient:
         policy: RetryPolicy,
         before_send: Callable[[], Awaitable[None]] | None,
     ) -> R:
+        if running_loop() is not self._owner:
+            self._enter_loop()
         clock = self._clock
-        if clock is None:
-            # Looked up once, on the loop (see _clock); it only measures durations.
-            clock = self._clock = loop_clock()
+        assert clock is not None
         started = clock()
         attempt = 0
         # A retried attempt is the same request, already recorded: the hook runs once.
@@ -501,9 +529,10 @@ class VerificationClient:
             attempt += 1
             # The clock is read once for the first attempt.
             began = started if attempt == 1 else clock()
-            # One deadline per attempt, and no attempt outlives the call's deadline.
+            # One deadline per attempt, and no attempt, the first included,
+            # outlives the call's deadline.
             left = policy.deadline - (began - started)
-            time_limit = self.timeout if attempt == 1 else max(0.0, min(self.timeout, left))
+            time_limit = max(0.0, min(self.timeout, left))
             try:
                 status, headers, body = await self._send_once(
                     op, request, hook, time_limit=time_limit
@@ -668,6 +697,37 @@ class VerificationClient:
                 (anyio.current_time() - began) * 1000,
                 f" error={type(error).__name__}: {self._scrub.text(str(error))}" if error else "",
             )
+
+
+def _check_number(option: str, value: object, *, integer: bool = False) -> None:
+    """Refuse, at construction, an option value that would fail late with
+    another library's error or quietly mean something else (a NaN rate is no
+    limit at all, a NaN timeout never ends)."""
+    kind = "an integer >= 1" if integer else "a number > 0"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise ValueError(f"{option} must be {kind}, got {value!r}")
+    if not value > 0:  # also false for NaN
+        raise ValueError(f"{option} must be {kind}, got {value!r}")
+
+
+def _split_userinfo(base_url: str) -> tuple[str, str | None]:
+    """``base_url`` without ``user:password@``, and that userinfo (None without).
+
+    Userinfo goes as HTTP Basic on every request, so it is refused over plain
+    http, where anyone on the path would read it (SECURITY.md). The refusal
+    names neither the URL nor its credentials."""
+    scheme, separator, rest = base_url.partition("://")
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    userinfo, at, host = rest[:end].rpartition("@")
+    if not separator or not at:
+        return base_url, None
+    if scheme.lower() != "https":
+        raise ValueError(
+            "base_url: credentials in the URL (user:password@) would be sent in clear "
+            "as HTTP Basic: give an https:// address, or pass username= and password= "
+            "(which go in the SOAP header)"
+        )
+    return f"{scheme}://{host}{rest[end:]}", userinfo
 
 
 def _site_root(base_url: str, endpoint_path: str) -> str:

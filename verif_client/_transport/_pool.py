@@ -21,9 +21,11 @@ What a bad peer cannot do to it:
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import select
+import socket
 import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -34,8 +36,9 @@ import anyio
 import anyio.abc
 import h11
 
-from .._clock import loop_backend, loop_clock
+from .._clock import loop_backend, loop_clock, running_loop
 from .._codec import HTTPRequest
+from .._errors import VerifClientError
 from .._inflate import ACCEPT_ENCODING
 from . import Answer, SendError
 from ._body import CappedBody, check_declared_length
@@ -70,7 +73,7 @@ def _stand_in(method: str) -> h11.Request:
 
 
 class _Connection:
-    __slots__ = ("h11", "idle_since", "plain_fd", "poller", "receive", "receiver", "stream")
+    __slots__ = ("fd", "h11", "idle_since", "plain_fd", "poller", "receive", "receiver", "stream")
 
     def __init__(
         self, stream: anyio.abc.ByteStream, receiver: AsyncioReceiver | None, *, tls: bool
@@ -78,7 +81,7 @@ class _Connection:
         self.stream = stream
         # poll(), not select(): a process with 1,024 connections has fds past FD_SETSIZE.
         self.poller = select.poll()
-        fd = stream.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
+        fd = self.fd = stream.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
         self.poller.register(fd, select.POLLIN)
         # Where a request can be written with one write(2) (see _write); -1 over TLS.
         self.plain_fd = -1 if tls else fd
@@ -96,6 +99,18 @@ class _Connection:
         if self.receiver is not None:
             self.receiver.closed_here = True
         await anyio.aclose_forcefully(self.stream)
+
+    def abandon(self) -> None:
+        """End a connection of another (likely closed) event loop without
+        touching that loop: its stream's close() would schedule work on it.
+        A shutdown through a duplicate of the socket ends the TCP connection;
+        the socket itself is closed when the dead loop's objects are collected."""
+        try:
+            duplicate = socket.socket(fileno=os.dup(self.fd))
+        except OSError:
+            return  # already closed
+        with duplicate, contextlib.suppress(OSError):
+            duplicate.shutdown(socket.SHUT_RDWR)
 
 
 def _read_in_heap_sized_chunks(stream: object) -> None:
@@ -184,10 +199,23 @@ class ConnectionPool:
         self._expiry = keepalive_expiry
         self._closed = False
         self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], bytes] = {}
-        # The running backend's primitives (see _clock), looked up again
-        # whenever no connection is open: connections belong to one loop.
+        # The running backend's primitives (see _clock), for the event loop
+        # the open connections belong to (see _adopt).
+        self._owner: object = None
         self._loop: Any = None
         self._now = anyio.current_time
+
+    def _adopt(self, owner: object) -> None:
+        """Bind the pool to the running event loop. Connections of another
+        loop (``asyncio.run`` called again, a module-level client) are never
+        reused: their streams belong to that loop, dead or not."""
+        for connection in (*self._idle, *self._busy):
+            connection.abandon()
+        self._idle.clear()
+        self._busy.clear()
+        self._owner = owner
+        self._loop = loop_backend()
+        self._now = loop_clock()
 
     @property
     def open_connections(self) -> int:
@@ -198,14 +226,13 @@ class ConnectionPool:
     ) -> Answer:
         if self._problem is not None:
             raise SendError(self._problem, never_sent=True)
-        loop = self._loop
-        if loop is None or not (self._idle or self._busy):
-            loop = self._loop = loop_backend()
-            self._now = loop_clock()
+        owner = running_loop()
+        if owner is not self._owner:
+            self._adopt(owner)
         attempt = _Attempt()
         answer: Answer | None = None
         try:
-            with loop.create_cancel_scope(deadline=self._now() + time_limit):
+            with self._loop.create_cancel_scope(deadline=self._now() + time_limit):
                 answer = await self._attempt(request, max_response_bytes, operation, attempt)
         except h11.ProtocolError as exc:
             raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
@@ -215,6 +242,12 @@ class ConnectionPool:
                 raise self._certificate_refused(reason) from None
             kind = "ReadError" if attempt.written else "WriteError"
             raise SendError(f"{kind}: {reason}", never_sent=not attempt.written) from None
+        except Exception as exc:
+            if not attempt.written or isinstance(exc, VerifClientError):
+                raise  # a bug before anything left, or our own typed answer
+            # Whatever failed once bytes left, the service may have the
+            # request: the caller must hear "delivery unknown", not a foreign error.
+            raise SendError(f"ReadError: {type(exc).__name__}: {exc}", never_sent=False) from None
         if answer is None:
             if attempt.connection is None:
                 through = "" if self._proxy is None else f" through the proxy {self._proxy.shown}"
@@ -391,6 +424,8 @@ class ConnectionPool:
 
     async def aclose(self) -> None:
         self._closed = True
+        if self._owner is not None and running_loop() is not self._owner:
+            self._adopt(None)  # closed from another loop: theirs is not ours to use
         connections = [*self._idle, *self._busy]
         self._idle.clear()
         self._busy.clear()
