@@ -172,6 +172,8 @@ class Certificates:
         self.ca = trustme.CA()
         self.service = self.ca.issue_cert(service_name, "127.0.0.1")
         self.client = self.ca.issue_cert("client@acme.test")
+        # The server names (SNI) clients asked for, as the server saw them.
+        self.sni: list[str | None] = []
 
     def trusting(self) -> ssl.SSLContext:
         """A client context that trusts this CA (and nothing else)."""
@@ -182,6 +184,7 @@ class Certificates:
     def server_context(self, *, require_client_cert: bool = False) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.service.configure_cert(context)
+        context.sni_callback = lambda _socket, name, _context: self.sni.append(name)
         if require_client_cert:
             self.ca.configure_trust(context)
             context.verify_mode = ssl.CERT_REQUIRED

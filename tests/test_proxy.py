@@ -97,6 +97,8 @@ async def test_https_proxy_from_the_environment_tunnels_with_tls_to_the_service(
     assert line == f"CONNECT {SERVICE}:{https_port} HTTP/1.1".encode()
     assert f"Host: {SERVICE}:{https_port}".encode() in headers
     assert any(h.startswith(b"Proxy-Authorization: Basic ") for h in headers)
+    # TLS made with the service by its name, inside the tunnel.
+    assert certificates.sni[-1] == SERVICE
     # Nothing of the service's traffic is readable to the proxy: no password in its heads.
     assert PASSWORD.encode() not in b"".join(proxy.heads)
     assert len(sim.requests) == 3
