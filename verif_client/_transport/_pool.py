@@ -238,8 +238,8 @@ class ConnectionPool:
             raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             reason = "the client was closed" if self._closed else _reason(exc)
-            if self._tls and certificate_refused(reason):
-                raise self._certificate_refused(reason) from None
+            if self._tls and (refused := certificate_refused(reason)) is not False:
+                raise self._certificate_refused(reason, certain=refused is True) from None
             kind = "ReadError" if attempt.written else "WriteError"
             raise SendError(f"{kind}: {reason}", never_sent=not attempt.written) from None
         except Exception as exc:
@@ -300,16 +300,16 @@ class ConnectionPool:
             return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
         return head + b"\r\n"
 
-    def _certificate_refused(self, reason: str) -> SendError:
+    def _certificate_refused(self, reason: str, *, certain: bool) -> SendError:
         # The server ended the handshake (under TLS 1.3 its end comes as the
         # first answer): no request reached the service.
-        if self._cert is None:
-            wanted = (
-                "asked for a client certificate and none was given "
-                "(cert=; on the command line --client-cert)"
-            )
-        else:
+        how = "cert=; on the command line --client-cert"
+        if self._cert is not None:
             wanted = f"refused the client certificate {self._cert.certfile}"
+        elif certain:
+            wanted = f"asked for a client certificate and none was given ({how})"
+        else:
+            wanted = f"refused the TLS handshake (does it want a client certificate? {how})"
         return SendError(f"ConnectError: the server {wanted}: {reason}", never_sent=True)
 
     def _head(self, request: HTTPRequest) -> bytes:
@@ -400,7 +400,10 @@ class ConnectionPool:
             await anyio.aclose_forcefully(stream)
             if isinstance(exc, (OSError, anyio.BrokenResourceError, anyio.EndOfStream)):
                 # Nothing of the request was written: it provably never left.
-                raise SendError(f"ConnectError: {_reason(exc)}", never_sent=True) from None
+                reason = _reason(exc)
+                if (refused := certificate_refused(reason)) is not False:
+                    raise self._certificate_refused(reason, certain=refused is True) from None
+                raise SendError(f"ConnectError: {reason}", never_sent=True) from None
             raise
         return _Connection(stream, receiver, tls=self._tls)
 
