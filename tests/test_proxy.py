@@ -6,11 +6,13 @@ so a call that works went through it; the proxy logs every head it was sent.
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from proxysupport import (
     PROXY_PASSWORD,
@@ -24,7 +26,7 @@ from proxysupport import (
     without_proxy_variables,
 )
 from relsupport import PASSWORD, USER, WITH_UVLOOP, drain
-from test_transport_bad_peers import GUARD, raw_server
+from test_transport_bad_peers import GUARD, Wire, http_response, raw_server
 
 import verif_client as vc
 from verif_client._transport._proxy import choose_proxy
@@ -369,3 +371,23 @@ def test_a_proxy_user_and_password_with_reserved_characters_are_decoded() -> Non
     assert chosen.password == "p:w@rd"
     assert chosen.headers == (("Proxy-Authorization", "Basic dXNAZXI6cDp3QHJk"),)
     assert PROXY_USER not in repr(chosen)
+
+
+async def test_a_peer_echoing_the_proxy_authorization_header_is_scrubbed() -> None:
+    # A proxy that forwards its own credentials, to a service that echoes the request.
+    async def echo(stream: anyio.abc.ByteStream) -> None:
+        request = await Wire(stream).request()
+        assert request is not None
+        head = request.partition(b"\r\n\r\n")[0].replace(b"\r\n", b" | ")
+        await stream.send(http_response(head, status=b"500 Internal Server Error"))
+
+    async with raw_server(echo) as port:
+        url = proxy_url(port)
+        async with client(f"http://{SERVICE}", proxy=url, retry=vc.NO_RETRY) as c:
+            with anyio.fail_after(GUARD), pytest.raises(vc.HTTPStatusError) as caught:
+                await c.get_mobile_consent_text()
+    token = base64.b64encode(f"{PROXY_USER}:{PROXY_PASSWORD}".encode()).decode()
+    text = str(caught.value) + repr(caught.value.args) + caught.value.server_message
+    assert "Proxy-Authorization: Basic ***" in text
+    assert token not in text
+    assert PROXY_PASSWORD not in text
