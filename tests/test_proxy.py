@@ -391,3 +391,22 @@ async def test_a_peer_echoing_the_proxy_authorization_header_is_scrubbed() -> No
     assert "Proxy-Authorization: Basic ***" in text
     assert token not in text
     assert PROXY_PASSWORD not in text
+
+
+async def test_a_base_url_that_cannot_go_in_a_request_line_is_never_sent(
+    proxy: ForwardProxy, proxy_port: int
+) -> None:
+    async with client("http://service .test", proxy=proxy_url(proxy_port)) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError, match="InvalidURL"):
+            await c.get_mobile_consent_text()
+    assert proxy.heads == []
+
+
+async def test_the_environment_is_read_at_construction_only(
+    monkeypatch: pytest.MonkeyPatch, sim: Simulator
+) -> None:
+    async with simulator_server(sim) as port:
+        c = client(f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")  # nobody listens there
+        async with c:
+            assert await c.get_mobile_consent_text() == sim.consent_text
