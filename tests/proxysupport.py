@@ -249,14 +249,24 @@ def tls_front(context: ssl.SSLContext, upstream: int) -> Iterator[int]:
             pump(tls, plain)
             back.join()
 
+    served: list[threading.Thread] = []
+
     def accept() -> None:
         with suppress(OSError):
             while True:
                 raw, _ = listener.accept()
-                threading.Thread(target=serve, args=(raw,), daemon=True).start()
+                served.append(threading.Thread(target=serve, args=(raw,), daemon=True))
+                served[-1].start()
 
-    threading.Thread(target=accept, daemon=True).start()
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
     try:
         yield port
     finally:
+        # A close alone leaves accept() blocked, and the socket listening, for good.
+        listener.shutdown(socket.SHUT_RDWR)
         listener.close()
+        acceptor.join(timeout=10)
+        for thread in served:
+            thread.join(timeout=10)
+        assert not acceptor.is_alive()
