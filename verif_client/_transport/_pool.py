@@ -196,7 +196,7 @@ class ConnectionPool:
         # path part is checked from where the origin form would begin.
         absolute = f"http://{self._authority}" if plain_proxy else ""
         if not _VISIBLE.fullmatch(absolute):
-            self._problem = f"InvalidURL: base_url {base_url!r} cannot go in a request line"
+            self._problem = f"InvalidURL: {absolute!r} cannot go in a request line"
         self._target_start = absolute + self._prefix
         self._path_from = len(absolute)
         # Ours, after the request's: the API's Basic credentials, the proxy's.
