@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import resource
 import signal
+import socket
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import asmx
 import pytest
 from relsupport import PASSWORD, USER
-from test_bulk_cli import Job, finish, texted
+from test_bulk_cli import SEND, Job, finish, texted
 
+import verif_client as vc
 from verif_client import bulk
 from verif_client.simulator import Script, Simulator, SimulatorConfig, serve_in_thread
 
@@ -47,6 +52,89 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 def _states(job: Job) -> list[str]:
     return sorted(state for state, _ in job.states().values())
+
+
+# -- item 13: a wrong password, an unreachable service ---------------------------
+
+
+def test_a_wrong_password_stops_a_300_row_job_at_once_and_a_rerun_carries_on(
+    tmp_path: Path, simulator: tuple[Simulator, str]
+) -> None:
+    sim, base_url = simulator
+    job = Job(tmp_path, base_url, [f"512{n:07d}" for n in range(300)], "soap11")
+    job.env["VERIF_API_PASSWORD"] = "not-the-password"
+    process = job.start("--concurrency", "20")
+    message = finish(process, 1)
+    lines = [line for line in message.splitlines() if line.startswith("verif-client:")]
+    assert len(lines) == 1, message
+    assert "credentials" in lines[0].lower()
+    refused = len(sim.calls(SEND))
+    assert refused <= 20, "stopped at once: at most the sends already in flight"
+    assert _states(job) == ["queued"] * 300, "every row stays queued for the rerun"
+    job.env["VERIF_API_PASSWORD"] = PASSWORD
+    finish(job.start("--concurrency", "20"), 0)
+    assert _states(job) == ["verified"] * 300
+    rerun = Counter(str(call.params["PhoneNumber"]) for call in sim.calls(SEND)[refused:])
+    assert len(rerun) == 300
+    assert max(rerun.values()) == 1
+
+
+def test_a_service_nobody_can_reach_stops_the_job_with_its_rows_queued(tmp_path: Path) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # closed again: connections are refused
+    job = Job(tmp_path, f"http://127.0.0.1:{port}", [f"513{n:07d}" for n in range(50)], "soap11")
+    message = finish(job.start("--concurrency", "5"), 1)
+    assert len([line for line in message.splitlines() if line.startswith("verif-client:")]) == 1
+    assert _states(job) == ["queued"] * 50
+
+
+class Refusing:
+    """HTTP POST: refuses (400, a refusal written out) every number ending in 7."""
+
+    def __init__(self) -> None:
+        self.refuse = True
+        self.sms = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        op = vc.get_operation(scope["path"].rsplit("/", 1)[-1])
+        if op.name == SEND:
+            self.sms += 1
+            if self.refuse and b"7&" in body + b"&":
+                await _answer(send, 400, b"System.ArgumentException: PhoneNumber refused.")
+                return
+            content = f"<SecureLinkRequestId>{4294967297 + self.sms}</SecureLinkRequestId>"
+        else:
+            content = "<Verified>true</Verified>"
+        await _answer(send, 200, asmx.response(vc.Binding.HTTP_POST, op, content))
+
+
+async def _answer(send: Any, status: int, body: bytes) -> None:
+    headers = [(b"content-type", b"text/xml; charset=utf-8")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_resend_failed_sends_again_only_the_rows_the_service_refused(tmp_path: Path) -> None:
+    app = Refusing()
+    with serve_in_thread(app) as server:
+        job = Job(tmp_path, server.base_url, ["5125550101", "5125550107"], "http-post")
+        finish(job.start(), 4)
+        assert _states(job) == ["failed", "verified"]
+        app.refuse = False
+        finish(job.start(), 4)
+        assert app.sms == 2, "without --resend-failed nothing is sent again"
+        finish(job.start("--resend-failed"), 0)
+    assert app.sms == 3, "only the refused row was sent again"
+    assert _states(job) == ["verified", "verified"]
 
 
 # -- item 2: a full filesystem -----------------------------------------------------

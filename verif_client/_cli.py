@@ -258,6 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="send again the rows whose SMS may or may not have left (state unknown)",
     )
+    run.add_argument(
+        "--resend-failed",
+        action="store_true",
+        help="send again the rows the service refused (state failed, no request id)",
+    )
     _connection_args(run)
     _prometheus.add_arguments(run)
 
@@ -448,6 +453,7 @@ def _bulk_prepare(
         concurrency=args.concurrency,
         deadline=args.deadline,
         resend_unknown=args.resend_unknown,
+        resend_failed=args.resend_failed,
         encoding=args.encoding,
         policy=PollPolicy(false_means=args.false_means),
     )

@@ -171,7 +171,7 @@ class SQLiteJournal:
             self._set_meta("input_digest", input_digest)
 
     @_reported
-    def recover(self, *, resend_unknown: bool) -> int:
+    def recover(self, *, resend_unknown: bool, resend_failed: bool = False) -> int:
         with self._db:
             self._db.execute("BEGIN")
             in_flight = self._db.execute(
@@ -183,6 +183,13 @@ class SQLiteJournal:
                 self._db.execute(
                     "UPDATE rows SET state = 'queued', finished_at = NULL, result = '{}' "
                     "WHERE state = 'unknown'"
+                )
+            if resend_failed:
+                # Without a request id the service never took the SMS; a row
+                # that failed while polling was texted and is never resent.
+                self._db.execute(
+                    "UPDATE rows SET state = 'queued', finished_at = NULL, result = '{}' "
+                    "WHERE state = 'failed' AND request_id IS NULL"
                 )
         return in_flight
 
@@ -226,6 +233,13 @@ class SQLiteJournal:
             "UPDATE rows SET state = 'sending' WHERE line = ? AND state = 'queued'", (line,)
         ).rowcount
         self._changed(line, RowState.QUEUED, changed)
+
+    @_reported
+    def requeue(self, line: int) -> None:
+        changed = self._db.execute(
+            "UPDATE rows SET state = 'queued' WHERE line = ? AND state = 'sending'", (line,)
+        ).rowcount
+        self._changed(line, RowState.SENDING, changed)
 
     @_reported
     def mark_sent(self, line: int, request_id: int) -> None:
