@@ -137,6 +137,48 @@ def test_resend_failed_sends_again_only_the_rows_the_service_refused(tmp_path: P
     assert _states(job) == ["verified", "verified"]
 
 
+# -- item 3: one request id for two sends ------------------------------------------
+
+
+class OneId:
+    """SOAP 1.1: every SMS gets request id 7; id 7 is verified."""
+
+    def __init__(self) -> None:
+        self.sms = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if SEND.encode() in body:
+            self.sms += 1
+            op, content = vc.SEND_CONFIRMATION_SMS, "<SecureLinkRequestId>7</SecureLinkRequestId>"
+        else:
+            op, content = vc.HAS_BEEN_VERIFIED, "<Verified>true</Verified>"
+        await _answer(send, 200, asmx.response(vc.Binding.SOAP11, op, content))
+
+
+def test_a_request_id_given_twice_never_verifies_the_second_row(tmp_path: Path) -> None:
+    app = OneId()
+    with serve_in_thread(app) as server:
+        job = Job(tmp_path, server.base_url, [f"516{n:07d}" for n in range(5)], "soap11")
+        message = finish(job.start("--concurrency", "1"), 4)
+        assert "another process" not in message
+        assert _states(job) == ["unknown"] * 4 + ["verified"]
+        rows = job.outputs()
+        unknown = [row for row in rows.values() if row["status"] == "unknown"]
+        assert all("request id 7" in row["reason"] for row in unknown), unknown
+        # A rerun neither crashes nor credits the answer to another row.
+        finish(job.start("--concurrency", "1"), 4)
+        assert _states(job) == ["unknown"] * 4 + ["verified"]
+    assert app.sms == 5
+
+
 # -- item 2: a full filesystem -----------------------------------------------------
 
 

@@ -102,6 +102,10 @@ class Journal(Protocol):
         ...
 
     def mark_sending(self, line: int) -> None: ...
+    def line_of_request(self, request_id: int) -> int | None:
+        """The row the service's request id was recorded for, if any."""
+        ...
+
     def requeue(self, line: int) -> None:
         """sending -> queued: the request was refused in a way that proves no
         SMS left (the job stops on it, see ``_runner``)."""

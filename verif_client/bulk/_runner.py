@@ -325,6 +325,10 @@ class _Run:
             await self.finish(row.line, RowState.FAILED, reason, SENDING)
             return
         self.anything_sent = True
+        holder = self.journal.line_of_request(sent.request_id)
+        if holder is not None and holder != row.line:
+            await self._reused_id(row.line, sent.request_id, holder, SENDING)
+            return
         self.journal.mark_sent(row.line, sent.request_id)
         self.progress.move(RowState.SENDING, RowState.SENT)
         self.progress.last_sent = time.monotonic()
@@ -356,14 +360,31 @@ class _Run:
             )
             self.on_stop(1)
 
+    async def _reused_id(self, line: int, request_id: int, holder: int, state: RowState) -> None:
+        """The service gave this row a request id it had already given another:
+        an answer to that id cannot be told to be this row's, so the row is
+        ``unknown`` (its SMS was probably sent) and never polled."""
+        reason = (
+            f"the service answered with request id {request_id}, which it had already given "
+            f"line {holder}: this row's answer cannot be told apart, so it is not polled"
+        )
+        await self.finish(line, RowState.UNKNOWN, {"reason": reason}, state)
+
     def watch(self, request_id: int, line: int, stream: PollStream, timeout: float) -> None:
         self.lines_by_request[request_id] = line
         stream.add(request_id, timeout=max(0.0, timeout))
 
-    def watch_sent(self, row: JobRow, stream: PollStream) -> None:
+    async def watch_sent(self, row: JobRow, stream: PollStream) -> None:
         """Poll a row sent earlier, by a previous run or a worker that died."""
         assert row.request_id is not None
         assert row.sent_at is not None
+        # A journal written before request ids were checked may hold one twice.
+        holder = self.lines_by_request.get(row.request_id)
+        if holder is None:
+            holder = self.journal.line_of_request(row.request_id)
+        if holder is not None and holder != row.line:
+            await self._reused_id(row.line, row.request_id, holder, RowState.SENT)
+            return
         elapsed = time.time() - row.sent_at
         self.watch(row.request_id, row.line, stream, self.options.deadline - elapsed)
 
@@ -403,7 +424,7 @@ class _Run:
             await slots.acquire()
             claim = self.journal.claim(min(_CLAIM_BATCH, slots.value + 1), _POLL_BATCH)
             for row in claim.poll:
-                self.watch_sent(row, stream)
+                await self.watch_sent(row, stream)
             if not claim.send:
                 slots.release()
             for index, row in enumerate(claim.send):

@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS rows (
     result TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS rows_state ON rows (state);
+CREATE INDEX IF NOT EXISTS rows_request ON rows (request_id);
 """
 
 
@@ -240,6 +241,13 @@ class SQLiteJournal:
             "UPDATE rows SET state = 'queued' WHERE line = ? AND state = 'sending'", (line,)
         ).rowcount
         self._changed(line, RowState.SENDING, changed)
+
+    @_reported
+    def line_of_request(self, request_id: int) -> int | None:
+        found = self._db.execute(
+            "SELECT line FROM rows WHERE request_id = ? ORDER BY line LIMIT 1", (request_id,)
+        ).fetchone()
+        return None if found is None else int(found[0])
 
     @_reported
     def mark_sent(self, line: int, request_id: int) -> None:
