@@ -13,6 +13,7 @@ from __future__ import annotations
 import resource
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -222,3 +223,42 @@ def test_a_journal_that_fills_the_disk_mid_run_exits_3_with_the_cause(
     assert states.count("unknown") <= 5
     assert states.count("verified") == 300 - states.count("unknown")
     assert max(texted(sim).values()) == 1
+
+
+# -- item 5: a file that is not a journal --------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["status", "export"])
+def test_status_and_export_never_write_to_a_database_that_is_not_a_journal(
+    tmp_path: Path, command: str
+) -> None:
+    app_db = tmp_path / "app.db"
+    with sqlite3.connect(app_db) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+        db.execute("INSERT INTO users VALUES ('ada')")
+    db.close()
+    before = app_db.read_bytes()
+    extra = ["--output", str(tmp_path / "out.jsonl")] if command == "export" else []
+    done = _cli("bulk", command, "--journal", str(app_db), *extra)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "not a" in done.stderr
+    assert app_db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_status_reads_a_journal_it_cannot_write(
+    tmp_path: Path, simulator: tuple[Simulator, str]
+) -> None:
+    _, base_url = simulator
+    job = Job(tmp_path, base_url, ["5125550100", "5125550101"], "soap11")
+    finish(job.start(), 0)
+    before = job.journal.read_bytes()
+    job.journal.chmod(0o444)
+    try:
+        done = _cli("bulk", "status", "--journal", str(job.journal))
+    finally:
+        job.journal.chmod(0o644)
+    assert done.returncode == 0, done.stderr
+    assert "verified" in done.stdout
+    assert job.journal.read_bytes() == before

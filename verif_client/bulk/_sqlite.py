@@ -19,6 +19,7 @@ import datetime
 import fcntl
 import json
 import os
+import pathlib
 import socket
 import sqlite3
 import time
@@ -100,19 +101,37 @@ class SQLiteJournal:
         if own:
             self._lock = self._take_ownership(create)
         try:
-            self._db = sqlite3.connect(path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            version = self._meta("schema_version")
-            if version is None:
+            if own:
+                self._db = sqlite3.connect(path, isolation_level=None)
+            else:
+                # A reader never writes: not even WAL mode or the schema, so a
+                # file that is not a journal is left exactly as it was.
+                uri = pathlib.Path(path).absolute().as_uri() + "?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
+            tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master")}
+            if tables and not {"meta", "rows"} <= tables:
+                raise JournalError(
+                    f"{path}: not a verif-client journal (a SQLite database with other "
+                    "tables); name a journal, or a new file for a new job"
+                )
+            if own:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+            version = self._meta("schema_version") if own or tables else None
+            if version is None and own:
                 self._set_meta("schema_version", str(SCHEMA_VERSION))
+            elif version is None:
+                raise JournalError(f"{path}: not a verif-client journal (no rows were ever loaded)")
             elif int(version) > SCHEMA_VERSION:
                 raise newer_schema_error(path, int(version), SCHEMA_VERSION)
             if own:
                 since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
                 owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": since}
                 self._set_meta("owner", json.dumps(owner))
+        except JournalError:
+            self._release()
+            raise
         except (sqlite3.Error, ValueError) as exc:
             self._release()
             raise JournalError(f"{path}: not a usable journal ({exc})") from None
