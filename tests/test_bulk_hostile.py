@@ -10,6 +10,7 @@ journal; and ``--metrics-linger`` keeps the final counts scrapeable.
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import socket
@@ -24,7 +25,7 @@ from typing import Any
 import asmx
 import pytest
 from relsupport import PASSWORD, USER
-from test_bulk_cli import SEND, Job, finish, texted
+from test_bulk_cli import SEND, Job, finish, texted, wait_until
 
 import verif_client as vc
 from verif_client import bulk
@@ -262,3 +263,30 @@ def test_status_reads_a_journal_it_cannot_write(
     assert done.returncode == 0, done.stderr
     assert "verified" in done.stdout
     assert job.journal.read_bytes() == before
+
+
+# -- item 4: a dead stderr ---------------------------------------------------------
+
+
+def test_ctrl_c_through_a_pipe_whose_reader_died_costs_no_row(
+    tmp_path: Path, simulator: tuple[Simulator, str]
+) -> None:
+    sim, base_url = simulator
+    sim.config = SimulatorConfig(latency=0.8, script=Script(pending_polls=0))
+    job = Job(tmp_path, base_url, [f"518{n:07d}" for n in range(60)], "soap11")
+    # `2>&1 | tee run.log`: stdout and stderr are one pipe, read by the test.
+    read, write = os.pipe()
+    process = job.start("--concurrency", "20", stdout=write, stderr=write)
+    os.close(write)
+    os.read(read, 65536)  # the run has started writing
+    wait_until(lambda: _states(job).count("sending") == 20, process)
+    # Ctrl-C reaches tee and the job at once: the reader is gone first.
+    os.close(read)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=120)
+    assert process.returncode == 130
+    states = job.states()
+    assert not [line for line, (state, _) in states.items() if state == "unknown"]
+    sent = [request_id for state, request_id in states.values() if state == "sent"]
+    assert len(sent) >= 20, "the sends in flight were recorded with their request ids"
+    assert all(request_id is not None for request_id in sent)

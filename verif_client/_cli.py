@@ -29,7 +29,7 @@ from ._operations import OPERATIONS, Operation
 from ._pollpolicy import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
-from ._terminal import safe, safe_json
+from ._terminal import safe, safe_json, write_or_drop
 from .bulk import BulkInputError, BulkOptions, Stopper, read_input, run_job, write_output
 from .bulk._job import ALL_STATES, FINAL_STATES, RowState
 from .bulk._journal import Journal, JournalError, check_location, open_journal
@@ -502,21 +502,23 @@ async def _bulk_run(
         display.close()
     finally:
         journal.close()
+    # Past this point the journal holds everything: a dead stdout or stderr
+    # (see write_or_drop) only loses these lines, never the exit status.
     print_counts(counts)
     if stopper.requests:
         left = sum(counts[state] for state in ALL_STATES if state not in FINAL_STATES)
         # The same command resumes: the journal knows its input and what is left.
         resume = shlex.join(["verif-client", *args.argv])
-        print(
-            f"verif-client: stopped with {left} rows unfinished; resume with: {safe(resume)}",
-            file=sys.stderr,
+        write_or_drop(
+            sys.stderr,
+            f"verif-client: stopped with {left} rows unfinished; resume with: {safe(resume)}\n",
         )
         return signals.exit_status
     if counts[RowState.UNKNOWN]:
-        print(
+        write_or_drop(
+            sys.stderr,
             f"verif-client: {counts[RowState.UNKNOWN]} rows are unknown: their SMS may have been "
-            "sent (see each row's reason); --resend-unknown would send them again",
-            file=sys.stderr,
+            "sent (see each row's reason); --resend-unknown would send them again\n",
         )
     if counts[RowState.FAILED] or counts[RowState.UNKNOWN]:
         return EXIT_ROWS_FAILED
@@ -525,10 +527,12 @@ async def _bulk_run(
 
 def print_counts(counts: dict[str, int]) -> None:
     width = max(len(state) for state in counts)
-    for state, count in counts.items():
-        if count or state in FINAL_STATES:
-            print(f"{state:<{width}}  {count:>8}")
-    print(f"{'total':<{width}}  {sum(counts.values()):>8}")
+    lines = [
+        f"{state:<{width}}  {count:>8}\n"
+        for state, count in counts.items()
+        if count or state in FINAL_STATES
+    ]
+    write_or_drop(sys.stdout, "".join(lines) + f"{'total':<{width}}  {sum(counts.values()):>8}\n")
 
 
 def _bulk_status(args: argparse.Namespace) -> int:
@@ -604,7 +608,7 @@ def _verbose() -> None:
 
 
 def _fail(status: int, message: str) -> int:
-    print(f"verif-client: {safe(message)}", file=sys.stderr)
+    write_or_drop(sys.stderr, f"verif-client: {safe(message)}\n")
     return status
 
 
