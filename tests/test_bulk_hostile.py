@@ -17,6 +17,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -290,3 +291,31 @@ def test_ctrl_c_through_a_pipe_whose_reader_died_costs_no_row(
     sent = [request_id for state, request_id in states.values() if state == "sent"]
     assert len(sent) >= 20, "the sends in flight were recorded with their request ids"
     assert all(request_id is not None for request_id in sent)
+
+
+# -- item 15: metrics of a short job ---------------------------------------------------
+
+
+def test_the_final_counts_stay_scrapeable_for_the_linger_period(
+    tmp_path: Path, simulator: tuple[Simulator, str]
+) -> None:
+    pytest.importorskip("prometheus_client")
+    _, base_url = simulator
+    job = Job(tmp_path, base_url, [f"519{n:07d}" for n in range(30)], "soap11")
+    process = job.start("--metrics-port", "0", "--metrics-linger", "120s")
+    assert process.stderr is not None
+    first = process.stderr.readline().decode()
+    assert first.startswith("metrics: http://"), first
+    url = first.split()[1]
+    wait_until(lambda: _states(job) == ["verified"] * 30, process)
+    wait_until(lambda: 'verif_client_job_rows{state="verified"} 30.0' in _scrape(url), process)
+    page = _scrape(url)
+    assert 'verif_client_job_rows{state="pending"} 0.0' in page
+    # The linger ends with a signal, and the job's own status.
+    process.send_signal(signal.SIGTERM)
+    finish(process, 0)
+
+
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return str(answer.read().decode())

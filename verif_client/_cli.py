@@ -265,6 +265,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _connection_args(run)
     _prometheus.add_arguments(run)
+    run.add_argument(
+        "--metrics-linger",
+        type=parse_duration,
+        default=15.0,
+        metavar="DURATION",
+        help="with --metrics-port, keep serving the final counts this long after the job "
+        "ends, for a scraper to see them; set it to your scrape interval (default 15s)",
+    )
 
     status = bulk.add_parser("status", help="counts of a journal's rows by state")
     status.add_argument("--journal", required=True, help=_JOURNAL_HELP)
@@ -520,9 +528,26 @@ async def _bulk_run(
             f"verif-client: {counts[RowState.UNKNOWN]} rows are unknown: their SMS may have been "
             "sent (see each row's reason); --resend-unknown would send them again\n",
         )
+    if metrics is not None and args.metrics_linger > 0:
+        await _linger(args.metrics_linger)
     if counts[RowState.FAILED] or counts[RowState.UNKNOWN]:
         return EXIT_ROWS_FAILED
     return 0
+
+
+async def _linger(seconds: float) -> None:
+    """Keep /metrics up with the final counts, so that a scraper sees the job's
+    end (a short job is over between two scrapes); a signal ends the wait."""
+    write_or_drop(
+        sys.stderr,
+        f"metrics: the final counts stay on /metrics for {seconds:g}s (Ctrl-C ends it)\n",
+    )
+    with (
+        anyio.move_on_after(seconds),
+        anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+    ):
+        async for _ in signals:
+            return
 
 
 def print_counts(counts: dict[str, int]) -> None:
