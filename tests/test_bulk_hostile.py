@@ -11,6 +11,7 @@ journal; and ``--metrics-linger`` keeps the final counts scrapeable.
 from __future__ import annotations
 
 import os
+import pty
 import resource
 import signal
 import socket
@@ -222,7 +223,9 @@ def test_a_journal_that_fills_the_disk_mid_run_exits_3_with_the_cause(
     rerun.communicate(timeout=120)
     states = _states(job)
     assert rerun.returncode == (4 if "unknown" in states else 0)
-    assert states.count("unknown") <= 5
+    # Unknown: rows marked in flight (5 at a time) when the journal failed,
+    # and those whose answers it could not record; never more than a few.
+    assert states.count("unknown") <= 10
     assert states.count("verified") == 300 - states.count("unknown")
     assert max(texted(sim).values()) == 1
 
@@ -269,19 +272,21 @@ def test_status_reads_a_journal_it_cannot_write(
 # -- item 4: a dead stderr ---------------------------------------------------------
 
 
-def test_ctrl_c_through_a_pipe_whose_reader_died_costs_no_row(
-    tmp_path: Path, simulator: tuple[Simulator, str]
+@pytest.mark.parametrize("reader", ["pipe", "pty"])
+def test_ctrl_c_through_an_output_whose_reader_died_costs_no_row(
+    tmp_path: Path, simulator: tuple[Simulator, str], reader: str
 ) -> None:
     sim, base_url = simulator
     sim.config = SimulatorConfig(latency=0.8, script=Script(pending_polls=0))
     job = Job(tmp_path, base_url, [f"518{n:07d}" for n in range(60)], "soap11")
-    # `2>&1 | tee run.log`: stdout and stderr are one pipe, read by the test.
-    read, write = os.pipe()
+    # pipe: `2>&1 | tee run.log`, stdout and stderr one pipe read by the test;
+    # pty: a terminal whose window is closed (writes then fail with EIO).
+    read, write = os.pipe() if reader == "pipe" else pty.openpty()
     process = job.start("--concurrency", "20", stdout=write, stderr=write)
     os.close(write)
     os.read(read, 65536)  # the run has started writing
     wait_until(lambda: _states(job).count("sending") == 20, process)
-    # Ctrl-C reaches tee and the job at once: the reader is gone first.
+    # Ctrl-C reaches the reader and the job at once: the reader is gone first.
     os.close(read)
     process.send_signal(signal.SIGINT)
     process.wait(timeout=120)
