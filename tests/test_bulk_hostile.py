@@ -20,28 +20,20 @@ import subprocess
 import sys
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import asmx
 import pytest
-from relsupport import PASSWORD, USER
-from test_bulk_cli import SEND, Job, finish, texted, wait_until
+from relsupport import PASSWORD, read_body
+from test_bulk_cli import SEND, Job, finish, simulator, texted, wait_until
 
 import verif_client as vc
 from verif_client import bulk
 from verif_client.simulator import Script, Simulator, SimulatorConfig, serve_in_thread
 
 VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
-
-
-@pytest.fixture
-def simulator() -> Iterator[tuple[Simulator, str]]:
-    config = SimulatorConfig(latency=0.01, script=Script(pending_polls=0))
-    simulator = Simulator(credentials=(USER, PASSWORD), config=config)
-    with serve_in_thread(simulator) as server:
-        yield simulator, server.base_url
+__all__ = ["simulator"]  # a fixture, used by name
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -103,12 +95,7 @@ class Refusing:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         op = vc.get_operation(scope["path"].rsplit("/", 1)[-1])
         if op.name == SEND:
             self.sms += 1
@@ -153,12 +140,7 @@ class OneId:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         if SEND.encode() in body:
             self.sms += 1
             op, content = vc.SEND_CONFIRMATION_SMS, "<SecureLinkRequestId>7</SecureLinkRequestId>"

@@ -247,19 +247,19 @@ class SQLiteJournal:
         if changed != 1:
             raise self._mismatch(line, expected)
 
+    def _move(self, line: int, expected: RowState, new: RowState) -> None:
+        changed = self._db.execute(
+            "UPDATE rows SET state = ? WHERE line = ? AND state = ?", (new, line, expected)
+        ).rowcount
+        self._changed(line, expected, changed)
+
     @_reported
     def mark_sending(self, line: int) -> None:
-        changed = self._db.execute(
-            "UPDATE rows SET state = 'sending' WHERE line = ? AND state = 'queued'", (line,)
-        ).rowcount
-        self._changed(line, RowState.QUEUED, changed)
+        self._move(line, RowState.QUEUED, RowState.SENDING)
 
     @_reported
     def requeue(self, line: int) -> None:
-        changed = self._db.execute(
-            "UPDATE rows SET state = 'queued' WHERE line = ? AND state = 'sending'", (line,)
-        ).rowcount
-        self._changed(line, RowState.SENDING, changed)
+        self._move(line, RowState.SENDING, RowState.QUEUED)
 
     @_reported
     def line_of_request(self, request_id: int) -> int | None:
