@@ -89,10 +89,12 @@ class Journal(Protocol):
         """Load the input unless it already is; refuse a different one."""
         ...
 
-    def recover(self, *, resend_unknown: bool) -> int:
+    def recover(self, *, resend_unknown: bool, resend_failed: bool = False) -> int:
         """Rows left in flight by a dead run become ``unknown``; with
-        ``resend_unknown`` every unknown row is queued again. Returns how many
-        rows were found in flight."""
+        ``resend_unknown`` every unknown row is queued again, with
+        ``resend_failed`` every row whose send failed for good (no request
+        id: the service refused it, or it never left). Returns how many rows
+        were found in flight."""
         ...
 
     def claim(self, send: int, poll: int) -> Claim:
@@ -100,6 +102,15 @@ class Journal(Protocol):
         ...
 
     def mark_sending(self, line: int) -> None: ...
+    def line_of_request(self, request_id: int) -> int | None:
+        """The row the service's request id was recorded for, if any."""
+        ...
+
+    def requeue(self, line: int) -> None:
+        """sending -> queued: the request was refused in a way that proves no
+        SMS left (the job stops on it, see ``_runner``)."""
+        ...
+
     def mark_sent(self, line: int, request_id: int) -> None: ...
     def finish(
         self, line: int, state: RowState, result: Mapping[str, Any], *, expected: RowState
