@@ -165,6 +165,28 @@ def test_a_request_id_given_twice_never_verifies_the_second_row(tmp_path: Path) 
     assert app.sms == 5
 
 
+def test_a_journal_already_holding_an_id_twice_polls_only_its_first_row(tmp_path: Path) -> None:
+    # As an earlier version left it: two rows sent, both recorded with id 7.
+    app = OneId()
+    with serve_in_thread(app) as server:
+        job = Job(tmp_path, server.base_url, ["5160000100", "5160000101"], "soap11")
+        journal = bulk.open_journal(str(job.journal))
+        journal.load(bulk.read_input(job.input.read_bytes(), "Is this you?"), "by-the-test")
+        for line in (2, 3):
+            journal.mark_sending(line)
+            journal.mark_sent(line, 7)
+        journal.close()
+        command = job.command()
+        at = command.index("--input")
+        del command[at : at + 2]  # a loaded journal resumes without its input
+        finish(subprocess.Popen(command, env=job.env, stderr=subprocess.PIPE), 4)
+    assert app.sms == 0
+    rows = job.outputs()
+    assert rows["5160000100"]["status"] == "verified"
+    assert rows["5160000101"]["status"] == "unknown"
+    assert "already given line 2" in rows["5160000101"]["reason"]
+
+
 # -- item 2: a full filesystem -----------------------------------------------------
 
 
