@@ -31,11 +31,12 @@ TOP, BOTTOM = Pinned(1.0), Pinned(0.0)
 
 
 def test_the_documented_defaults() -> None:
-    # README: 4 attempts, backoff 0.25 s x2 up to 4 s with full jitter, 30 s per call.
+    # README: 4 attempts, backoff 0.25 s x2 up to 4 s with full jitter, 30 s per call;
+    # reads are retried on HTTP 429/502/503/504.
     assert vc.RetryPolicy() == vc.RetryPolicy(
         attempts=4, initial_backoff=0.25, multiplier=2.0, max_backoff=4.0, deadline=30.0
     )
-    assert vc.RetryPolicy().statuses == RETRYABLE_STATUSES == {502, 503, 504}
+    assert vc.RetryPolicy().statuses == RETRYABLE_STATUSES == {429, 502, 503, 504}
     assert vc.NO_RETRY.attempts == 1
     # README: 1 s, x1.5, at most 15 s, jitter 0.5, 10 min; retry 3 attempts, 0.5 s up to 2 s.
     assert vc.PollPolicy() == vc.PollPolicy(
