@@ -76,15 +76,22 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     "codec": (
         "verif_client/_codec.py",
         (
-            "tests/test_decode.py",
+            "tests/test_answer_errors.py",
             "tests/test_repeated_elements.py",
+            "tests/test_xml_parser.py",
+            "tests/test_decode.py",
             "tests/test_input_validation.py",
             "tests/test_errors.py",
         ),
     ),
     "soap": (
         "verif_client/_soap.py",
-        ("tests/test_decode.py", "tests/test_encode_golden.py", "tests/test_repeated_elements.py"),
+        (
+            "tests/test_answer_errors.py",
+            "tests/test_repeated_elements.py",
+            "tests/test_decode.py",
+            "tests/test_encode_golden.py",
+        ),
     ),
     "pool": (
         "verif_client/_transport/_pool.py",
