@@ -16,6 +16,7 @@ VERIFIED = vc.get_operation("SecureLink_SecurityCode_HasBeenVerified")
 REVOKE = vc.get_operation("RevokeMobileConsent")
 SEND = vc.get_operation("SecureLink_Confirmation_SendRequestViaSms")
 SOAP, GET = vc.Binding.SOAP11, vc.Binding.HTTP_GET
+SOAP_NS = "http://schemas.xmlsoap.org/soap/envelope/"
 
 
 class Case(NamedTuple):
@@ -132,6 +133,54 @@ CASES = {
         "required value is missing or nil",
         None,
     ),
+    "not-an-envelope": Case(
+        SOAP,
+        CONSENT,
+        200,
+        b"<other/>",
+        vc.DecodeError,
+        "expected a SOAP Envelope, got <other>",
+        200,
+    ),
+    "500-not-an-envelope": Case(
+        SOAP, CONSENT, 500, b"<other/>", vc.HTTPStatusError, "HTTP 500: <other> document", 500
+    ),
+    "500-no-fault": Case(
+        SOAP,
+        CONSENT,
+        500,
+        asmx.envelope(SOAP, "<x/>"),
+        vc.HTTPStatusError,
+        "HTTP 500: SOAP envelope without a fault",
+        500,
+    ),
+    "empty-body": Case(
+        SOAP,
+        CONSENT,
+        200,
+        asmx.envelope(SOAP, ""),
+        vc.DecodeError,
+        "Body: the SOAP Body is missing or empty",
+        None,
+    ),
+    "no-body": Case(
+        SOAP,
+        CONSENT,
+        200,
+        f'<soap:Envelope xmlns:soap="{SOAP_NS}"/>'.encode(),
+        vc.DecodeError,
+        "Body: the SOAP Body is missing or empty",
+        None,
+    ),
+    "other-response": Case(
+        SOAP,
+        CONSENT,
+        200,
+        asmx.envelope(SOAP, '<Other xmlns="urn:x"/>'),
+        vc.DecodeError,
+        "Body: expected <GetMobileConsentTextResponse>, got <Other>",
+        200,
+    ),
 }
 
 
@@ -143,6 +192,9 @@ def test_an_answer_that_is_not_a_result_says_what_it_is(case: Case) -> None:
     assert type(caught.value) is case.error
     assert str(caught.value) == f"{case.op.name}: {case.message}"
     assert caught.value.status_code == case.status_code
+    if case.message.startswith("Body: "):
+        assert isinstance(caught.value, vc.DecodeError)
+        assert caught.value.element == "Body"
 
 
 def test_whitespace_before_the_document_and_a_soap_header_are_read_past() -> None:

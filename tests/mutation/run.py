@@ -88,6 +88,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
         "verif_client/_soap.py",
         (
             "tests/test_answer_errors.py",
+            "tests/test_soap_requests.py",
             "tests/test_repeated_elements.py",
             "tests/test_decode.py",
             "tests/test_encode_golden.py",
