@@ -96,7 +96,11 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "pool": (
         "verif_client/_transport/_pool.py",
-        ("tests/test_transport_layer.py", "tests/test_transport_bad_peers.py"),
+        (
+            "tests/test_transport_layer.py",
+            "tests/test_transport_bad_peers.py",
+            "tests/test_reliability_tls.py",
+        ),
     ),
     "journal": ("verif_client/_journal.py", ("tests/test_journal.py",)),
 }
