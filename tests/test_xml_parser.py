@@ -14,6 +14,7 @@ from verif_client import _xml
 
 CONSENT = vc.get_operation("GetMobileConsentText")
 VERIFIED = vc.get_operation("SecureLink_SecurityCode_HasBeenVerified")
+LOCATION = vc.get_operation("SecureLink_MobileLocation_GetResult")
 REFUSED = "a DOCTYPE or entity declaration is not allowed"
 DOCTYPE = '<!DOCTYPE string [<!ENTITY e "boom">]>'
 LATIN1 = '<?xml version="1.0" encoding="ISO-8859-1"?>'
@@ -91,6 +92,8 @@ def test_nil_is_read_in_both_spellings_and_mixed_content_is_joined() -> None:
     for nil in ("true", "1"):
         body = bare(VERIFIED.bare_root, f'<Verified xsi:nil="{nil}" />').encode()
         assert decode(VERIFIED, body) == vc.VerificationResult(verified=None)
+        located = bare(LOCATION.bare_root, f'<LocationResult xsi:nil="{nil}" />').encode()
+        assert decode(LOCATION, located) == vc.LocationResult(location=None)
     mixed = bare(VERIFIED.bare_root, "<ErrorMessage>a<b>b</b>c</ErrorMessage>").encode()
     assert decode(VERIFIED, mixed) == vc.VerificationResult(verified=None, error_message="abc")
 

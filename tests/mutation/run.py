@@ -76,19 +76,31 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     "codec": (
         "verif_client/_codec.py",
         (
-            "tests/test_decode.py",
+            "tests/test_answer_errors.py",
             "tests/test_repeated_elements.py",
+            "tests/test_xml_parser.py",
+            "tests/test_decode.py",
             "tests/test_input_validation.py",
             "tests/test_errors.py",
         ),
     ),
     "soap": (
         "verif_client/_soap.py",
-        ("tests/test_decode.py", "tests/test_encode_golden.py", "tests/test_repeated_elements.py"),
+        (
+            "tests/test_answer_errors.py",
+            "tests/test_soap_requests.py",
+            "tests/test_repeated_elements.py",
+            "tests/test_decode.py",
+            "tests/test_encode_golden.py",
+        ),
     ),
     "pool": (
         "verif_client/_transport/_pool.py",
-        ("tests/test_transport_layer.py", "tests/test_transport_bad_peers.py"),
+        (
+            "tests/test_transport_layer.py",
+            "tests/test_transport_bad_peers.py",
+            "tests/test_reliability_tls.py",
+        ),
     ),
     "journal": ("verif_client/_journal.py", ("tests/test_journal.py",)),
 }
