@@ -7,6 +7,15 @@ import nox
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
+PYTHON_SOURCES = (
+    "verif_client",
+    "tests",
+    "benchmarks",
+    "noxfile.py",
+    "conftest.py",  # the documentation's examples as tests
+    "docs/_hooks.py",  # the documentation's generated pages
+)
+
 
 @nox.session
 def tests(session: nox.Session) -> None:
@@ -34,8 +43,8 @@ def soak(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("-e", ".[lint,postgres]")
-    session.run("ruff", "check", "verif_client", "tests", "benchmarks", "noxfile.py")
-    session.run("ruff", "format", "--check", "verif_client", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", *PYTHON_SOURCES)
+    session.run("ruff", "format", "--check", *PYTHON_SOURCES)
     # tests/typing: a user's script, typed with no casts, proves the public API's types.
     session.run("mypy", "--strict", "verif_client", "tests/typing")
 
