@@ -1,4 +1,4 @@
-"""Developer tasks: `nox -s` tests, lint, docs, browser, soak and bench."""
+"""Developer tasks: `nox -s` tests, lint, docs, changelog, browser, soak and bench."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ PYTHON_SOURCES = (
     "noxfile.py",
     "conftest.py",  # the documentation's examples as tests
     "docs/_hooks.py",  # the documentation's generated pages
+    ".ci/check_changelog.py",
 )
 
 
@@ -56,6 +57,12 @@ def docs(session: nox.Session) -> None:
     # Material prints an advert for its successor on every build; it says nothing about ours.
     session.env["NO_MKDOCS_2_WARNING"] = "1"
     session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
+
+
+@nox.session(python=False)
+def changelog(session: nox.Session) -> None:
+    """A branch changing verif_client/ adds a fragment to changelog.d/ (or says it need not)."""
+    session.run("python3", ".ci/check_changelog.py")
 
 
 @nox.session
