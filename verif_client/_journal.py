@@ -223,12 +223,25 @@ class Journal(Protocol):
     """
 
     @property
-    def blocking(self) -> bool: ...
-    @property
-    def lease_seconds(self) -> float | None: ...
+    def blocking(self) -> bool:
+        """Whether the methods wait on a server (the runner then calls them
+        from a worker thread).
+        """
+        ...
 
-    def is_loaded(self) -> bool: ...
-    def input_digest(self) -> str | None: ...
+    @property
+    def lease_seconds(self) -> float | None:
+        """How long a worker's claim on a row lasts, or ``None`` (one process)."""
+        ...
+
+    def is_loaded(self) -> bool:
+        """Whether the job's input has been loaded."""
+        ...
+
+    def input_digest(self) -> str | None:
+        """The digest of the input the journal is bound to, once loaded."""
+        ...
+
     def load(self, rows: Iterable[InputRow], input_digest: str) -> None:
         """Load the input unless it already is; refuse a different one."""
         ...
@@ -247,19 +260,48 @@ class Journal(Protocol):
         """Whether rows are unfinished that another worker holds."""
         ...
 
-    def renew(self) -> None: ...
-    def mark_sending(self, line: int) -> bool: ...
-    def mark_sent(self, line: int, request_id: int) -> bool: ...
+    def renew(self) -> None:
+        """Extend this worker's claims (a no-op without leases)."""
+        ...
+
+    def mark_sending(self, line: int) -> bool:
+        """``queued`` -> ``sending`` for ``line``, just before its SMS leaves;
+        ``False`` if the row is no longer this worker's.
+        """
+        ...
+
+    def mark_sent(self, line: int, request_id: int) -> bool:
+        """``sending`` -> ``sent``, with the request id to poll; ``False`` if
+        the row is no longer this worker's.
+        """
+        ...
+
     def finish(
         self, line: int, state: str, result: Mapping[str, Any], *, expected: str
-    ) -> JobRow | None: ...
-    def finished(self) -> Iterator[JobRow]: ...
-    def counts(self) -> dict[str, int]: ...
+    ) -> JobRow | None:
+        """Record a row's outcome, from the state ``expected``; the row, or
+        ``None`` if it is no longer this worker's.
+
+        Raises:
+            JournalError: The row is this worker's but in another state.
+        """
+        ...
+
+    def finished(self) -> Iterator[JobRow]:
+        """The rows that have an outcome, in input order."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """The job's rows counted by state."""
+        ...
+
     def rate_limiter(self, rate: float) -> Limiter:
         """A limiter of ``rate`` requests per second for every worker of the job."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the journal (and its lock or connection)."""
+        ...
 
 
 def check_final(state: str) -> None:

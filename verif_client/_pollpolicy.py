@@ -88,6 +88,12 @@ class PollPolicy:
     )
 
     def delay(self, poll_number: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before poll ``poll_number`` (1-based), jitter applied.
+
+        Args:
+            poll_number: Which poll: 1 is the first, after the start.
+            rng: The random source of the jitter (the ``random`` module's by default).
+        """
         base = min(self.max_delay, grown(self.initial_delay, self.multiplier, poll_number - 1))
         return base * (1.0 - self.jitter * (rng or random).random())
 

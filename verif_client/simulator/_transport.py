@@ -54,6 +54,11 @@ class SimulatorTransport:
         max_response_bytes: int,
         operation: str,
     ) -> Answer:
+        """Hand the request to the simulator and return its answer, as
+        ``verif_client.Transport.send`` does: a simulated ``latency`` past
+        ``time_limit`` fails the attempt, a body over ``max_response_bytes`` is
+        refused, and a dropped connection is a ``SendError`` after sending.
+        """
         path, _, query = request.path.partition("?")
         headers: dict[str, str] = {}
         for name, value in request.headers:
