@@ -300,13 +300,10 @@ class VerificationClient:
         Raises:
             RequestValidationError: A parameter breaks a rule; nothing was sent.
             TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered with no result: a
-                ``SoapFault``, an ``AuthenticationError``, an
-                ``HTTPStatusError``, a ``DecodeError``, a
-                ``ResponseTooLargeError``.
-            DeliveryUnknownError: The request may have reached the service
-                (the connection dropped after it was written): it is not sent
-                again, and the error names the number.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
+            DeliveryUnknownError: The request may have reached the service: it
+                is not sent again; the error names the number.
         """
         params = SEND_CONFIRMATION_SMS.wire_params(phone_number, question)
         return await self.call_with(SEND_CONFIRMATION_SMS, params, binding=binding)
@@ -328,10 +325,8 @@ class VerificationClient:
         Raises:
             RequestValidationError: A parameter breaks a rule; nothing was sent.
             TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered with no result: a
-                ``SoapFault``, an ``AuthenticationError``, an
-                ``HTTPStatusError``, a ``DecodeError``, a
-                ``ResponseTooLargeError``.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
         """
         params = HAS_BEEN_VERIFIED.wire_params(request_id)
         result = await self.call_with(HAS_BEEN_VERIFIED, params, binding=binding)
@@ -354,10 +349,8 @@ class VerificationClient:
         Raises:
             RequestValidationError: A parameter breaks a rule; nothing was sent.
             TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered with no result: a
-                ``SoapFault``, an ``AuthenticationError``, an
-                ``HTTPStatusError``, a ``DecodeError``, a
-                ``ResponseTooLargeError``.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
         """
         params = GET_MOBILE_LOCATION.wire_params(request_id)
         return await self.call_with(GET_MOBILE_LOCATION, params, binding=binding)
@@ -377,15 +370,11 @@ class VerificationClient:
             Whether consent existed and was revoked (``False``: there was none).
 
         Raises:
-            RequestValidationError: A parameter breaks a rule; nothing was sent.
-            TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered with no result: a
-                ``SoapFault``, an ``AuthenticationError``, an
-                ``HTTPStatusError``, a ``DecodeError``, a
-                ``ResponseTooLargeError``.
-            DeliveryUnknownError: The request may have reached the service
-                (the connection dropped after it was written): it is not sent
-                again, and the error names the number.
+            DeliveryUnknownError: The revocation may have reached the service:
+                it is not sent again.
+            TransportError: Any other network failure, after the retries.
+            RequestValidationError: Not 7 to 15 ASCII digits; nothing was sent.
+            ResponseError: The service answered, with no result.
         """
         params = REVOKE_MOBILE_CONSENT.wire_params(mobile_number)
         return await self.call_with(REVOKE_MOBILE_CONSENT, params, binding=binding)
@@ -402,10 +391,8 @@ class VerificationClient:
         Raises:
             RequestValidationError: A parameter breaks a rule; nothing was sent.
             TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered with no result: a
-                ``SoapFault``, an ``AuthenticationError``, an
-                ``HTTPStatusError``, a ``DecodeError``, a
-                ``ResponseTooLargeError``.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
         """
         return await self.call_with(GET_MOBILE_CONSENT_TEXT, {}, binding=binding)
 
@@ -428,10 +415,8 @@ class VerificationClient:
         Raises:
             RequestValidationError: A parameter breaks a rule; nothing was sent.
             TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered with no result: a
-                ``SoapFault``, an ``AuthenticationError``, an
-                ``HTTPStatusError``, a ``DecodeError``, a
-                ``ResponseTooLargeError``.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
             DeliveryUnknownError: The request may have reached the service; it
                 is not sent again.
         """
