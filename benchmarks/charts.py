@@ -20,8 +20,8 @@ from xml.sax.saxutils import escape
 
 PAGE_DATA = Path(__file__).resolve().parent.parent / "docs" / "performance"
 FIGURES = PAGE_DATA / "latency.json"
-WIDTH, HEIGHT = 640, 360
-LEFT, RIGHT, TOP, BOTTOM = 70, 200, 40, 50
+WIDTH, HEIGHT = 720, 360
+LEFT, RIGHT, TOP, BOTTOM = 70, 240, 40, 50
 COLOURS = ("#1f77b4", "#2ca02c", "#000000", "#d62728", "#ff7f0e", "#9467bd")
 
 
