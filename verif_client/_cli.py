@@ -182,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     call = commands.add_parser(
         "call",
         help="call one operation and print its result as JSON",
-        description="Call one operation of the service with its parameters as Name=value "
+        # Raw, for the epilog's table: the description is wrapped by hand.
+        description="Call one operation of the service with its parameters as Name=value\n"
         "(the names as the service spells them) and print its result as JSON.",
         epilog=_operations_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
