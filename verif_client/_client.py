@@ -60,7 +60,7 @@ if TYPE_CHECKING:
         VerificationOutcome,
     )
 
-# The pool's cost per request does not grow with its size (README, Performance:
+# The pool's cost per request does not grow with its size (docs/performance.md:
 # CPU per request is flat from 16 to 1,024 connections), so the default is set
 # by latency instead: 100 connections, like poll_verifications' default
 # max_concurrency, carry the ~700 polls/s that 10,000 waiting ids need up to a
@@ -197,7 +197,7 @@ class VerificationClient:
         self._hooks: _hooks.Dispatch | None = None
         if hooks is not None:
             # Hooks, their events and the poll machinery they report on are
-            # imported only when used (README, Performance: start-up).
+            # imported only when used (docs/performance.md: start-up).
             from . import _hooks
 
             self._hooks = _hooks.dispatch(hooks, self.base_url)

@@ -74,7 +74,7 @@ class _OtelBackend:
 
 class OpenTelemetryHooks(MetricsHooks):
     """Hooks that report to OpenTelemetry: a CLIENT span per call and the metrics
-    of the README's "Watching a run" (needs the ``otel`` extra).
+    of the documentation's "Watching a run" page (needs the ``otel`` extra).
 
     Spans follow the HTTP client semantic conventions (``http.request.method``,
     ``server.address``, ``server.port``, ``http.response.status_code``,

@@ -2,7 +2,7 @@
 
 Kept apart from ``_polling`` (the scheduler, its tasks and streams) so that the
 client, its default arguments and the hooks' events need not import the poll
-machinery: a first call does not use it (README, Performance: start-up).
+machinery: a first call does not use it (docs/performance.md: start-up).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Through ``httpx.ASGITransport`` every call builds an ``httpx.Request``, an
 ASGI scope and message exchange, and an ``httpx.Response``: about twice the
-codec's own cost (README, Performance: in process). Here the client's request
+codec's own cost (docs/performance.md: in process). Here the client's request
 description becomes the simulator's ``Request`` directly and its answer comes
 back as ``(status, headers, body)``, with what the wire would show (a Host
 and Content-Length header, the attempt deadline, the size cap and a dropped

@@ -6,7 +6,7 @@ over it, to hand to ``httpx.AsyncClient`` or ``VerificationClient(transport=...)
 ``verif_simulator_client``: a :class:`~verif_client.VerificationClient` (SOAP
 1.1) talking to that simulator in process through ``Simulator.transport()``,
 which builds no httpx objects (half the cost of a call through the ASGI
-transport; README, Performance).
+transport; docs/performance.md).
 
 The fixtures are plain (not async) fixtures, so they serve async tests run by
 any plugin: anyio's (``@pytest.mark.anyio``), pytest-asyncio's
