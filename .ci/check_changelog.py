@@ -9,8 +9,11 @@ fresh clone, or no main exists) it says so and passes: the check belongs to bran
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 FRAGMENTS = "changelog.d/"
 PACKAGE = "verif_client/"
@@ -20,6 +23,12 @@ TRAILER = "Changelog: none"
 def git(*args: str) -> str:
     done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
     return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def fragment_types() -> list[str]:
+    """The fragment types towncrier gathers (pyproject.toml's [[tool.towncrier.type]])."""
+    pyproject = tomllib.loads(Path("pyproject.toml").read_text())
+    return [kind["directory"] for kind in pyproject["tool"]["towncrier"]["type"]]
 
 
 def base_commit() -> str:
@@ -38,6 +47,16 @@ def main() -> int:
         return 0
     added = git("diff", "--name-only", "--diff-filter=A", f"{base}..HEAD", "--", FRAGMENTS)
     fragments = [path for path in added.splitlines() if not path.endswith("README.md")]
+    # `<issue>.<type>.md` or `+<name>.<type>.md` (towncrier's counter `.2` allowed).
+    named = re.compile(rf"[^/.]+\.({'|'.join(fragment_types())})(\.\d+)?\.md")
+    misnamed = [path for path in fragments if not named.fullmatch(Path(path).name)]
+    if misnamed:
+        print(
+            f"changelog: towncrier would not gather {', '.join(misnamed)}: name a fragment "
+            f"<issue>.<type>.md with a type of {', '.join(fragment_types())}",
+            file=sys.stderr,
+        )
+        return 1
     if fragments:
         print(f"changelog: {len(fragments)} fragment(s) since {base[:10]}: {', '.join(fragments)}")
         return 0

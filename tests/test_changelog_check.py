@@ -29,8 +29,21 @@ def check(repo: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+PYPROJECT = """
+[tool.towncrier]
+directory = "changelog.d"
+
+[[tool.towncrier.type]]
+directory = "added"
+
+[[tool.towncrier.type]]
+directory = "fixed"
+"""
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "config", "user.email", "t@example.invalid")
     git(tmp_path, "config", "user.name", "t")
@@ -58,6 +71,19 @@ def test_a_fragment_makes_it_pass(repo: Path) -> None:
     git(repo, "checkout", "-q", "-b", "feature")
     commit(repo, "verif_client/_client.py", "a change")
     commit(repo, "changelog.d/27.fixed.md", "its fragment")
+    assert check(repo).returncode == 0
+
+
+def test_a_fragment_towncrier_would_not_gather_fails(repo: Path) -> None:
+    git(repo, "checkout", "-q", "-b", "feature")
+    commit(repo, "verif_client/_client.py", "a change")
+    commit(repo, "changelog.d/27.feature.md", "a type towncrier does not know")
+    result = check(repo)
+    assert result.returncode == 1
+    assert "27.feature.md" in result.stderr
+    commit(repo, "changelog.d/+orphan.added.2.md", "an orphan, counted")
+    git(repo, "rm", "-q", "changelog.d/27.feature.md")
+    git(repo, "commit", "-q", "-m", "drop it")
     assert check(repo).returncode == 0
 
 
