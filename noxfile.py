@@ -20,7 +20,7 @@ PYTHON_SOURCES = (
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    session.install("-e", ".[test,postgres]")
+    session.install("-e", ".[test]")
     # The browser tests need Chromium and Playwright: they have their own session.
     session.run("pytest", "--ignore=tests/browser", *session.posargs)
 
@@ -43,7 +43,7 @@ def soak(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("-e", ".[lint,postgres]")
+    session.install("-e", ".[lint]")
     session.run("ruff", "check", *PYTHON_SOURCES)
     session.run("ruff", "format", "--check", *PYTHON_SOURCES)
     # tests/typing: a user's script, typed with no casts, proves the public API's types.

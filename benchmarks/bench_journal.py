@@ -1,12 +1,10 @@
-"""Rows finished per second by ``verif-client bulk run`` workers, per journal.
+"""Rows finished per second by ``verif-client bulk run`` with a SQLite journal.
 
-SQLite with one worker beside PostgreSQL with 1, 2 and 4 workers, each worker
-a process of its own, against the simulator served on loopback by a process
-of its own (every request verified at its first poll, no rate limit). The
-PostgreSQL server is a throwaway one started here (``tests/pgserver.py``)
-with its durable defaults, unless ``--postgres URL`` names one.
+The worker is a process of its own, against the simulator served on loopback
+by a process of its own (every request verified at its first poll, no rate
+limit).
 
-    python benchmarks/bench_journal.py [--rows 3000] [--postgres URL]
+    python benchmarks/bench_journal.py [--rows 3000]
 
 The input is loaded before the clock starts: the figure is the work of
 sending, polling and recording, from the first worker's start to the last
@@ -26,16 +24,11 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from pgserver import temporary_server  # noqa: E402  (a helper shared with the tests)
-
-from verif_client import Binding  # noqa: E402
-from verif_client._bulk import BulkOptions, load_input  # noqa: E402
-from verif_client._journal import open_journal  # noqa: E402
+from verif_client import Binding
+from verif_client.bulk._input import load_input
+from verif_client.bulk._job import BulkOptions
+from verif_client.bulk._journal import open_journal
 
 CLI = (sys.executable, "-m", "verif_client._cli")
 QUESTION = "Did you ask to pay $25 to ACME?"
@@ -95,19 +88,12 @@ def run_job(location: str, data: bytes, workers: int, base_url: str, scratch: st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3000)
-    parser.add_argument("--postgres", help="a database URL to use instead of a throwaway server")
     args = parser.parse_args()
     data = numbers(args.rows)
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory())
         base_url = stack.enter_context(simulator())
-        postgres = args.postgres or stack.enter_context(temporary_server(settings={}))
         results = [("sqlite", 1, run_job(f"{scratch}/job.sqlite", data, 1, base_url, scratch))]
-        for workers in (1, 2, 4):
-            location = f"{postgres}?job=bench-{workers}-{uuid.uuid4().hex[:6]}"
-            results.append(
-                ("postgresql", workers, run_job(location, data, workers, base_url, scratch))
-            )
     print(f"{args.rows} rows, {os.cpu_count()} cores, simulator on loopback, no rate limit")
     print(f"{'journal':<12}{'workers':>8}{'rows/s':>10}")
     for journal, workers, rate in results:

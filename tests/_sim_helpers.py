@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 
+import anyio
 import httpx
+import pytest
 from lxml import etree
+
+from verif_client.simulator import Simulator, serve
 
 NS = "http://api.giact.com/verificationservices/v5"
 EP = "/verificationservices/v5/InquiriesWS-5-8.asmx"
@@ -17,6 +22,7 @@ LOCATION = "SecureLink_MobileLocation_GetResult"
 UPDATE = "UpdatePrivateBadCheckRejectReason"
 REVOKE = "RevokeMobileConsent"
 CONSENT = "GetMobileConsentText"
+SMS = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Ok?"}
 
 
 def envelope(
@@ -76,3 +82,61 @@ def c14n(data: bytes | str, *, strip: bool = False) -> bytes:
 
 def xml(response: httpx.Response) -> etree._Element:
     return etree.fromstring(response.content)
+
+
+def fault_text(response: httpx.Response) -> tuple[str, str]:
+    """(code, reason) of a 1.1 or 1.2 fault, read with plain lxml."""
+    root = xml(response)
+    fault = root.find(f"{{{SOAP11}}}Body/{{{SOAP11}}}Fault")
+    if fault is not None:
+        return fault.findtext("faultcode") or "", fault.findtext("faultstring") or ""
+    fault = root.find(f"{{{SOAP12}}}Body/{{{SOAP12}}}Fault")
+    assert fault is not None
+    code = fault.findtext(f"{{{SOAP12}}}Code/{{{SOAP12}}}Value") or ""
+    reason = fault.find(f"{{{SOAP12}}}Reason/{{{SOAP12}}}Text")
+    assert reason is not None
+    assert reason.get("{http://www.w3.org/XML/1998/namespace}lang") == "en"
+    return code, reason.text or ""
+
+
+@asynccontextmanager
+async def raw_client(sim: Simulator, where: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A plain httpx client on the simulator: in process (ASGI) or on a loopback port."""
+    if where == "in-process":
+        transport = httpx.ASGITransport(app=sim)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+            yield http
+        return
+    async with serve(sim) as server, httpx.AsyncClient(base_url=server.base_url) as http:
+        yield http
+
+
+@pytest.fixture(name="sim")
+def sim_fixture() -> Simulator:
+    """A simulator that takes the SOAP credentials ("user", "pass") only."""
+    return Simulator(credentials=("user", "pass"))
+
+
+@pytest.fixture(name="client", params=["in-process", "loopback"])
+async def client_fixture(
+    sim: Simulator, request: pytest.FixtureRequest
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A raw httpx client on ``sim``, once in process and once on a loopback port."""
+    async with raw_client(sim, request.param) as http:
+        yield http
+
+
+async def raw_exchange(port: int, data: bytes) -> tuple[int, bytes, bytes]:
+    """Bytes written by hand on a socket to 127.0.0.1:port; the answer read until the
+    server closes, as (status, head, body)."""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(data)
+        answer = b""
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    answer += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(maxsplit=2)[1]), head, body

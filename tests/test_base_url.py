@@ -10,6 +10,7 @@ import verif_client as vc
 from verif_client.simulator import Simulator, serve
 
 EP = vc.ENDPOINT_PATH
+LOGIN = {"username": "tester", "password": "tester-password"}
 
 
 @pytest.mark.anyio
@@ -25,13 +26,13 @@ async def test_the_endpoint_path_is_never_added_twice(
     if where == "in-process":
         transport = httpx.ASGITransport(app=simulator)
         async with vc.VerificationClient(
-            "http://sim" + suffix, binding=binding, transport=transport
+            "http://sim" + suffix, binding=binding, transport=transport, **LOGIN
         ) as client:
             assert await client.get_mobile_consent_text()
     else:
         async with (
             serve(simulator) as server,
-            vc.VerificationClient(server.base_url + suffix, binding=binding) as client,
+            vc.VerificationClient(server.base_url + suffix, binding=binding, **LOGIN) as client,
         ):
             assert await client.get_mobile_consent_text()
     (call,) = simulator.calls()

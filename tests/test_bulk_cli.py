@@ -471,6 +471,22 @@ MISTAKES = [
     (["simulate", "--port", "99999"], {}, 2, "a port from 0 to 65535"),
     (["simulate", "--latency", "-1"], {}, 2, "seconds >= 0"),
     (["bulk", "status", "--journal", "nothing.sqlite"], {}, 3, "no such journal"),
+    (
+        [
+            "bulk",
+            "run",
+            "--input",
+            "in.csv",
+            "--journal",
+            "postgresql://db/v?job=a",
+            "--output",
+            "o",
+        ],
+        {},
+        3,
+        "multi-machine jobs run on Temporal",
+    ),
+    (["bulk", "status", "--journal", "postgres://db/v?job=a"], {}, 3, "run on Temporal"),
     (["bulk", "status", "--journal", "corrupt.sqlite"], {}, 3, "not a usable journal"),
     (["bulk", "export", "--journal", "corrupt.sqlite", "--output", "x"], {}, 3, "not a usable"),
     (

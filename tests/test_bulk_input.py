@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from verif_client._bulk import BulkInputError, read_input
 from verif_client._codec import Binding
-from verif_client._journal import InputRow
+from verif_client.bulk._input import BulkInputError, read_input
+from verif_client.bulk._job import InputRow
 
 
 def rows(

@@ -91,7 +91,7 @@ def test_errors_are_one_line_with_a_non_zero_exit(
     cases = [
         (["call", "SecureLink_SecurityCode_HasBeenVerified", "RequestId=abc"], 2, "xsd:long"),
         (["call", "SecureLink_SecurityCode_HasBeenVerified", "Id=1"], 2, "RequestId=..."),
-        (["call", "NoSuchOperation"], 1, "unknown operation"),
+        (["call", "NoSuchOperation"], 2, "unknown operation"),
         (
             [
                 "call",
@@ -99,7 +99,7 @@ def test_errors_are_one_line_with_a_non_zero_exit(
                 "PhoneNumber=12",
                 "ConfirmationQuestion=Pay?",
             ],
-            1,
+            2,
             "PhoneNumber",
         ),
     ]

@@ -181,7 +181,11 @@ async def test_before_send_runs_once_right_before_the_request_leaves() -> None:
         seen.append(len(simulator.requests))
 
     async with vc.VerificationClient(
-        "http://simulator", rate_limit=1000, transport=httpx.ASGITransport(app=simulator)
+        "http://simulator",
+        rate_limit=1000,
+        transport=httpx.ASGITransport(app=simulator),
+        username=USER,
+        password=PASSWORD,
     ) as client:
         params = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Pay?"}
         await client.call_with(

@@ -334,7 +334,7 @@ async def test_a_cancelled_poll_run_closes_every_id_it_leaves() -> None:
 async def test_the_server_address_leaves_userinfo_of_the_base_url_out() -> None:
     recorder = Recorder()
     async with vc.VerificationClient(
-        "http://proxy-user:proxy-secret@simulator:8080",
+        "https://proxy-user:proxy-secret@simulator:8080",
         transport=httpx.ASGITransport(app=Simulator()),
         hooks=recorder,
     ) as client:

@@ -102,23 +102,34 @@ def deep_nesting(binding: vc.Binding, op: vc.Operation, secret: Path) -> bytes:
     return _answer_with(binding, op, "", "<x>" * 10_000 + "</x>" * 10_000)
 
 
+def nesting_just_past_the_limit(binding: vc.Binding, op: vc.Operation, secret: Path) -> bytes:
+    # Past libxml2's default depth of 256, well under the 2,048 of its "huge" mode.
+    return _answer_with(binding, op, "", "<x>" * 300 + "</x>" * 300)
+
+
 def undeclared_entity(binding: vc.Binding, op: vc.Operation, secret: Path) -> bytes:
     return _answer_with(binding, op, "", "&xxe;")
 
 
-PAYLOADS: list[Payload] = [
-    xxe_local_file,
-    xxe_network,
-    parameter_entity,
-    billion_laughs,
-    billion_laughs_in_a_late_attribute,
-    quadratic_blowup,
-    external_dtd,
-    harmless_doctype,
-    doctype_after_a_long_comment,
-    deep_nesting,
-    undeclared_entity,
-]
+DECLARATION_REFUSED = "a DOCTYPE or entity declaration is not allowed"
+TOO_DEEP = "malformed XML: Excessive depth in document: 256"
+
+# Each payload and the hardening's own words for refusing it: not any DecodeError will do.
+REFUSALS: dict[Payload, str] = {
+    xxe_local_file: DECLARATION_REFUSED,
+    xxe_network: DECLARATION_REFUSED,
+    parameter_entity: DECLARATION_REFUSED,
+    billion_laughs: DECLARATION_REFUSED,
+    billion_laughs_in_a_late_attribute: DECLARATION_REFUSED,
+    quadratic_blowup: DECLARATION_REFUSED,
+    external_dtd: DECLARATION_REFUSED,
+    harmless_doctype: DECLARATION_REFUSED,
+    doctype_after_a_long_comment: DECLARATION_REFUSED,
+    deep_nesting: TOO_DEEP,
+    nesting_just_past_the_limit: TOO_DEEP,
+    undeclared_entity: "malformed XML: Entity 'xxe' not defined",
+}
+PAYLOADS: list[Payload] = list(REFUSALS)
 
 
 @pytest.fixture
@@ -139,7 +150,7 @@ def test_payload_builder_makes_valid_answers(secret_file: Path) -> None:
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda payload: payload.__name__)
 @pytest.mark.parametrize("binding", list(vc.Binding))
 @pytest.mark.parametrize("operation", vc.OPERATIONS, ids=lambda op: op.name)
-def test_hostile_answer_is_a_decode_error(
+def test_hostile_answer_is_refused_by_the_hardening_as_a_decode_error(
     operation: vc.Operation, binding: vc.Binding, payload: Payload, secret_file: Path
 ) -> None:
     body = payload(binding, operation, secret_file)
@@ -147,6 +158,7 @@ def test_hostile_answer_is_a_decode_error(
     with pytest.raises(vc.DecodeError) as caught:
         asmx.decode(binding, operation, body)
 
+    assert str(caught.value).startswith(f"{operation.name}: {REFUSALS[payload]}")
     assert MARKER not in str(caught.value)
     assert MARKER not in repr(caught.value.args)
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from typing import NamedTuple
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from lxml import etree
 
 import verif_client as vc
 
@@ -50,6 +52,17 @@ def refused(
     return error
 
 
+def received(request: vc.HTTPRequest) -> dict[str, str]:
+    """The parameters as the service reads them off the wire: the SOAP body's
+    operation element, the query string (GET) or the form (POST)."""
+    if request.method == "GET":
+        return dict(parse_qsl(urlsplit(request.path).query, keep_blank_values=True))
+    if request.header("Content-Type") == "application/x-www-form-urlencoded":
+        return dict(parse_qsl(request.body.decode("ascii"), keep_blank_values=True))
+    body = etree.fromstring(request.body)[-1]
+    return {etree.QName(node).localname: node.text or "" for node in body[0]}
+
+
 def params_of_type(xsd_name: str) -> list[tuple[vc.Operation, str]]:
     return [
         (op, param.name)
@@ -85,7 +98,9 @@ def test_characters_xml_cannot_carry_are_refused_naming_the_parameter(
 def test_tab_cr_lf_and_astral_characters_are_allowed(binding: vc.Binding) -> None:
     params = {"BadCheckId": 1, "CheckRejectReason": "a\tb\r\nc\U0010ffff\ue000"}
 
-    encode(binding, "UpdatePrivateBadCheckRejectReason", params)
+    request = encode(binding, "UpdatePrivateBadCheckRejectReason", params)
+
+    assert received(request)["CheckRejectReason"] == "a\tb\r\nc\U0010ffff\ue000"
 
 
 class Value(NamedTuple):
@@ -150,7 +165,7 @@ def test_request_ids_in_range_are_sent_as_decimal_text(
 ) -> None:
     request = encode(binding, VERIFIED, {"RequestId": request_id})
 
-    assert str(request_id).encode() in request.path.encode() + request.body
+    assert received(request) == {"RequestId": str(request_id)}
 
 
 @by_binding
@@ -237,7 +252,9 @@ def test_soap_carries_values_aspnet_refuses_on_get_and_post(
 ) -> None:
     params = {"PhoneNumber": "5551234567", "ConfirmationQuestion": f"Pay {value}?"}
 
-    encode(binding, SEND, params)
+    request = encode(binding, SEND, params)
+
+    assert received(request) == params
 
 
 @pytest.mark.parametrize("value", HARMLESS_ON_ASPNET)
@@ -245,12 +262,19 @@ def test_soap_carries_values_aspnet_refuses_on_get_and_post(
 def test_values_aspnet_lets_through_are_sent_on_get_and_post(
     binding: vc.Binding, value: str
 ) -> None:
-    encode(binding, "RevokeMobileConsent", {"MobileNumber": value})
+    request = encode(binding, "RevokeMobileConsent", {"MobileNumber": value})
+
+    assert received(request) == {"MobileNumber": value}
 
 
 @pytest.mark.parametrize("binding", PLAIN_HTTP)
 def test_dangerous_value_check_is_a_service_rule(binding: vc.Binding) -> None:
-    encode(binding, "RevokeMobileConsent", {"MobileNumber": "<script>"}, validate=False)
+    params = {"MobileNumber": "<script>"}
+    assert refused(binding, "RevokeMobileConsent", params).field == "MobileNumber"
+
+    request = encode(binding, "RevokeMobileConsent", params, validate=False)
+
+    assert received(request) == params
 
 
 def test_password_never_shows_in_credentials_repr() -> None:

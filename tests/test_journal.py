@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from verif_client import VerifClientError
-from verif_client._journal import InputRow, JournalBusyError, JournalError, SQLiteJournal
+from verif_client.bulk._job import InputRow
+from verif_client.bulk._journal import JournalBusyError, JournalError
+from verif_client.bulk._sqlite import SQLiteJournal
 
 
 def make(tmp_path: Path) -> SQLiteJournal:

@@ -9,13 +9,16 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from _sim_helpers import raw_exchange
 
 import verif_client as vc
-from verif_client.simulator import Script, Simulator, SimulatorConfig
+from verif_client.simulator import Script, Simulator, SimulatorConfig, serve
+from verif_client.simulator._asmx import Request
 
 pytestmark = pytest.mark.anyio
 
 NUMBER = "5551234567"
+LOGIN = {"username": "tester", "password": "tester-password"}
 HOSTILE = "Pay <script>window.__pwned=1</script> \"ACME\" & 'co' \N{CREDIT CARD}?"
 
 
@@ -24,7 +27,7 @@ async def setup() -> AsyncIterator[tuple[vc.VerificationClient, httpx.AsyncClien
     simulator = Simulator(manual=True)
     transport = httpx.ASGITransport(app=simulator)
     async with (
-        vc.VerificationClient("http://simulator", transport=transport) as client,
+        vc.VerificationClient("http://simulator", transport=transport, **LOGIN) as client,
         httpx.AsyncClient(transport=transport, base_url="http://simulator") as browser,
     ):
         yield client, browser, simulator
@@ -204,7 +207,7 @@ async def test_an_expired_link_cannot_be_answered() -> None:
     simulator = Simulator(config=SimulatorConfig(manual=True, clock=lambda: now[0]))
     transport = httpx.ASGITransport(app=simulator)
     async with (
-        vc.VerificationClient("http://simulator", transport=transport) as client,
+        vc.VerificationClient("http://simulator", transport=transport, **LOGIN) as client,
         httpx.AsyncClient(transport=transport, base_url="http://simulator") as browser,
     ):
         request_id = await _send(client)
@@ -221,7 +224,7 @@ async def test_scripted_behaviour_stays_the_default() -> None:
     assert simulator.config.default_script == Script()
     assert Simulator(manual=True).config.default_script == Script.manual()
     async with vc.VerificationClient(
-        "http://simulator", transport=httpx.ASGITransport(app=simulator)
+        "http://simulator", transport=httpx.ASGITransport(app=simulator), **LOGIN
     ) as client:
         request_id = await _send(client)
         answers = [(await client.has_been_verified(request_id)).verified for _ in range(3)]
@@ -307,3 +310,75 @@ async def test_a_same_site_post_is_taken(
     )
     assert response.status_code == 303
     assert (await client.has_been_verified(request_id)).verified is True
+
+
+async def _raw_get_or_post(port: int, head: str, body: bytes = b"") -> tuple[int, bytes]:
+    """One request written by hand on the socket: (status, body)."""
+    status, _, answer = await raw_exchange(port, head.encode("latin-1") + body)
+    return status, answer
+
+
+@pytest.mark.parametrize("host", ["attacker.test", "attacker.test:{port}", "127.0.0.1.nip.io"])
+async def test_a_rebound_name_can_neither_read_nor_answer(host: str) -> None:
+    # DNS rebinding: the attacker's name now points at 127.0.0.1, so the browser
+    # sends it as Host (and, the page being "its own", same-origin headers).
+    simulator = Simulator(manual=True, accept_any_credentials=True)
+    async with serve(simulator) as server:
+        host = host.format(port=server.port)
+        async with vc.VerificationClient(server.base_url) as client:
+            request_id = await _send(client)
+        reads = [
+            await _raw_get_or_post(
+                server.port, f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            )
+            for path in (
+                "/phone/",
+                f"/phone/{NUMBER}/",
+                "/phone/inbox.json",
+                f"/phone/link/{request_id}",
+            )
+        ]
+        form = b"answer=yes"
+        answer = await _raw_get_or_post(
+            server.port,
+            f"POST /phone/link/{request_id}/answer HTTP/1.1\r\nHost: {host}\r\n"
+            f"Sec-Fetch-Site: same-origin\r\nOrigin: http://{host}\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n"
+            f"Content-Length: {len(form)}\r\nConnection: close\r\n\r\n",
+            form,
+        )
+    for status, body in [*reads, answer]:
+        assert status == 403
+        assert NUMBER.encode() not in body
+        assert b"Pay $25" not in body
+        assert b"own address" in body
+    assert simulator.secure_link(request_id).verification != "verified"
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}", "phone.localhost:{port}", "127.0.0.1"],
+)
+async def test_the_pages_answer_at_the_simulators_own_address(host: str) -> None:
+    simulator = Simulator(manual=True, accept_any_credentials=True)
+    async with serve(simulator) as server:
+        async with vc.VerificationClient(server.base_url) as client:
+            await _send(client)
+        status, body = await _raw_get_or_post(
+            server.port,
+            f"GET /phone/ HTTP/1.1\r\nHost: {host.format(port=server.port)}\r\n"
+            "Connection: close\r\n\r\n",
+        )
+    assert status == 200
+    assert NUMBER.encode() in body
+
+
+async def test_a_simulator_bound_to_every_address_answers_at_an_ip() -> None:
+    # Bound to 0.0.0.0 it serves every address, and no DNS answer can fake an IP
+    # literal; a name stays refused. (In process: tests never bind beyond loopback.)
+    simulator = Simulator(manual=True)
+    for host, expected in (("192.0.2.7:8765", 200), ("lan-box.example:8765", 403)):
+        page = await simulator.handle(
+            Request("GET", "/phone/", b"", {"host": host}, b"", host, server_host="0.0.0.0")
+        )
+        assert page.status == expected, host

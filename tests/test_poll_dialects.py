@@ -22,8 +22,10 @@ import httpx
 import pytest
 
 import verif_client as vc
-from verif_client._bulk import BULK_POLL_POLICY, BulkOptions, load_input, run_bulk
-from verif_client._journal import open_journal
+from verif_client.bulk._input import load_input
+from verif_client.bulk._job import BULK_POLL_POLICY, BulkOptions
+from verif_client.bulk._journal import open_journal
+from verif_client.bulk._runner import run_bulk
 from verif_client.simulator import Script, Simulator, SimulatorConfig, serve, serve_in_thread
 
 VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
@@ -35,6 +37,7 @@ WHERE = pytest.mark.parametrize("where", ["in-process", "loopback"])
 
 @asynccontextmanager
 async def connected(app: Any, where: str, **options: Any) -> AsyncIterator[vc.VerificationClient]:
+    options = {"username": "tester", "password": "tester-password", **options}
     if where == "in-process":
         transport = httpx.ASGITransport(app=app)
         async with vc.VerificationClient("http://sim", transport=transport, **options) as client:

@@ -26,6 +26,7 @@ LOCATION = "SecureLink_MobileLocation_GetResult"
 
 
 def client_for(app: Any, **options: Any) -> vc.VerificationClient:
+    options = {"username": "tester", "password": "tester-password", **options}
     return vc.VerificationClient(
         "http://simulator", transport=httpx.ASGITransport(app=app), **options
     )

@@ -6,10 +6,10 @@ import io
 
 import pytest
 
-from verif_client._bulk import Progress
-from verif_client._journal import RowState
 from verif_client._progress import ProgressDisplay
 from verif_client._terminal import safe, safe_json
+from verif_client.bulk._job import RowState
+from verif_client.bulk._runner import Progress
 
 
 def busy() -> Progress:

@@ -132,7 +132,10 @@ def test_the_sync_client_has_every_method_of_the_async_one() -> None:
 def test_the_sync_poll_iterator_stops_its_run_when_left_early() -> None:
     simulator = Simulator()
     policy = vc.PollPolicy(initial_delay=0, multiplier=1, max_delay=0, jitter=0, timeout=30)
-    with serve_in_thread(simulator) as server, vc.SyncVerificationClient(server.base_url) as client:
+    with (
+        serve_in_thread(simulator) as server,
+        vc.SyncVerificationClient(server.base_url, username="u", password="p") as client,
+    ):
         ids = [client.send_confirmation_sms(f"555000{i:04d}", "Pay?").request_id for i in range(5)]
         outcomes = client.poll_verifications(ids, policy=policy, max_concurrency=1)
         first = next(outcomes)

@@ -24,8 +24,10 @@ import sniffio
 from relsupport import PASSWORD, USER
 
 import verif_client as vc
-from verif_client._bulk import BulkOptions, load_input, run_bulk
-from verif_client._journal import open_journal
+from verif_client.bulk._input import load_input
+from verif_client.bulk._job import BulkOptions
+from verif_client.bulk._journal import open_journal
+from verif_client.bulk._runner import run_bulk
 from verif_client.simulator import Script, Simulator, SimulatorConfig, serve_in_thread
 
 pytestmark = pytest.mark.anyio
@@ -192,12 +194,14 @@ async def test_poll_soak(restart: bool) -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("restart", [False, True], ids=["steady", "restart"])
 async def test_bulk_soak_full(tmp_path: Path, restart: bool) -> None:
     await bulk_soak(tmp_path, sizes(True)[0], restart=restart)
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("restart", [False, True], ids=["steady", "restart"])
 async def test_poll_soak_full(restart: bool) -> None:
     await poll_soak(sizes(True)[1], restart=restart)

@@ -14,6 +14,7 @@ import anyio
 import anyio.abc
 import pytest
 from anyio.streams.tls import TLSListener
+from realparts import missing_real_part
 from relsupport import PASSWORD, USER, WITH_UVLOOP, wait_for
 from test_transport_bad_peers import (
     GONE,
@@ -42,7 +43,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> object:
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     if shutil.which("openssl") is None:  # pragma: no cover
-        pytest.skip("needs the openssl command to make a self-signed certificate")
+        missing_real_part("needs the openssl command to make a self-signed certificate")
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
 from _sim_helpers import (
@@ -11,54 +9,24 @@ from _sim_helpers import (
     EP,
     NS,
     SEND,
+    SMS,
     SOAP11,
     SOAP12,
     VERIFIED,
+    client_fixture,  # noqa: F401 (the fixtures "sim" and "client")
     envelope,
+    fault_text,
+    sim_fixture,  # noqa: F401
     soap,
     xml,
 )
 
-from verif_client.simulator import Simulator, SimulatorConfig, serve
+from verif_client.simulator import Simulator, SimulatorConfig
 
 pytestmark = pytest.mark.anyio
 
 TEXT = "text/plain; charset=utf-8"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
-SMS = {"PhoneNumber": "5551234567", "ConfirmationQuestion": "Ok?"}
-
-
-@pytest.fixture
-def sim() -> Simulator:
-    return Simulator(credentials=("user", "pass"))
-
-
-@pytest.fixture(params=["in-process", "loopback"])
-async def client(
-    sim: Simulator, request: pytest.FixtureRequest
-) -> AsyncIterator[httpx.AsyncClient]:
-    if request.param == "in-process":
-        transport = httpx.ASGITransport(app=sim)
-        async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
-            yield http
-        return
-    async with serve(sim) as server, httpx.AsyncClient(base_url=server.base_url) as http:
-        yield http
-
-
-def fault_text(response: httpx.Response) -> tuple[str, str]:
-    """(code, reason) of a 1.1 or 1.2 fault, read with plain lxml."""
-    root = xml(response)
-    fault = root.find(f"{{{SOAP11}}}Body/{{{SOAP11}}}Fault")
-    if fault is not None:
-        return fault.findtext("faultcode") or "", fault.findtext("faultstring") or ""
-    fault = root.find(f"{{{SOAP12}}}Body/{{{SOAP12}}}Fault")
-    assert fault is not None
-    code = fault.findtext(f"{{{SOAP12}}}Code/{{{SOAP12}}}Value") or ""
-    reason = fault.find(f"{{{SOAP12}}}Reason/{{{SOAP12}}}Text")
-    assert reason is not None
-    assert reason.get("{http://www.w3.org/XML/1998/namespace}lang") == "en"
-    return code, reason.text or ""
 
 
 # -- SOAP ---------------------------------------------------------------------
@@ -76,13 +44,10 @@ async def test_soap11_action_is_checked(client: httpx.AsyncClient, action: str) 
     assert action.strip('"') in reason
 
 
-@pytest.mark.parametrize("action", [None, "", '""'])
 async def test_soap11_without_an_action_is_routed_by_the_body(
-    client: httpx.AsyncClient, sim: Simulator, action: str | None
+    client: httpx.AsyncClient, sim: Simulator
 ) -> None:
     headers = {"Content-Type": "text/xml; charset=utf-8"}
-    if action is not None:
-        headers["SOAPAction"] = action
     response = await client.post(EP, headers=headers, content=envelope(SEND, SMS))
     assert response.status_code == 200
     assert xml(response).find(f"{{{SOAP11}}}Body/{{{NS}}}{SEND}Response") is not None
@@ -180,14 +145,6 @@ async def test_wrong_soap_credentials_get_the_plain_message(
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/xml"
     assert response.content == b"Error Message: Invalid API Credentials"
-
-
-async def test_credentials_none_accepts_anything() -> None:
-    sim = Simulator()
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=sim), base_url="http://s") as c:
-        assert (await soap(c, SEND, SMS, credentials=None)).status_code == 200
-        assert (await soap(c, SEND, SMS, credentials=("a", "b"))).status_code == 200
-    assert [req.credentials_present for req in sim.requests] == [False, True]
 
 
 async def test_http_401_knob_and_blocked_caller() -> None:

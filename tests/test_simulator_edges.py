@@ -21,6 +21,7 @@ pytestmark = pytest.mark.anyio
 async def connected(
     simulator: Simulator, where: str, **options: Any
 ) -> AsyncIterator[vc.VerificationClient]:
+    options = {"username": "tester", "password": "tester-password", **options}
     if where == "in-process":
         transport = httpx.ASGITransport(app=simulator)
         async with vc.VerificationClient("http://sim", transport=transport, **options) as client:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from realparts import import_real_part
 
 import verif_client as vc
 from verif_client.simulator import Simulator
@@ -37,6 +38,21 @@ async def test_the_client_fixture_talks_to_the_simulator_fixture(
     verif_simulator.verify(sent.request_id)
     assert (await verif_simulator_client.has_been_verified(sent.request_id)).verified is True
     assert len(verif_simulator.calls("SecureLink_Confirmation_SendRequestViaSms")) == 1
+
+
+async def test_the_simulator_fixture_catches_a_client_without_a_password(
+    verif_simulator: Simulator, verif_simulator_transport: httpx.ASGITransport
+) -> None:
+    # As the service does: the user's code forgot its credentials, the test fails.
+    async with vc.VerificationClient("http://sim", transport=verif_simulator_transport) as client:
+        with pytest.raises(vc.AuthenticationError, match="Invalid API Credentials"):
+            await client.send_confirmation_sms("5551234567", "Did you ask to pay?")
+        async with vc.VerificationClient(
+            "http://sim", username="me", password="", transport=verif_simulator_transport
+        ) as empty:
+            with pytest.raises(vc.AuthenticationError):
+                await empty.get_mobile_consent_text()
+    assert verif_simulator.secure_links == []
 
 
 def test_the_fixtures_unpublished_old_name_is_gone(pytester_run: PytesterRun) -> None:
@@ -83,7 +99,7 @@ def test_the_fixtures_serve_async_tests_under_either_plugin(
     pytester_run: PytesterRun, marker: str, plugins: tuple[str, ...]
 ) -> None:
     if marker == "asyncio":
-        pytest.importorskip("pytest_asyncio")
+        import_real_part("pytest_asyncio", "the fixtures are shown under pytest-asyncio")
     result = pytester_run(USER_TEST.format(marker=marker), *plugins)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " passed" in result.stdout

@@ -21,25 +21,19 @@ import attrs
 
 from . import __version__, _prometheus, _xsd
 from ._argtypes import POSITIVE, POSITIVE_COUNT, YES_NO
-from ._bulk import (
-    BulkInputError,
-    BulkOptions,
-    Stopper,
-    load_input,
-    read_input,
-    run_bulk,
-    write_output,
-)
 from ._client import VerificationClient
 from ._codec import Codec
-from ._errors import VerifClientError
+from ._errors import RequestValidationError, VerifClientError
 from ._hooks import Hooks
-from ._journal import ALL_STATES, FINAL_STATES, Journal, JournalError, RowState, open_journal
-from ._operations import OPERATIONS, get_operation
+from ._operations import OPERATIONS, Operation
 from ._pollpolicy import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
 from ._terminal import safe, safe_json
+from .bulk import BulkInputError, BulkOptions, Stopper, read_input, run_job, write_output
+from .bulk._job import ALL_STATES, FINAL_STATES, RowState
+from .bulk._journal import Journal, JournalError, check_location, open_journal
+from .bulk._runner import library_error_unwrapped
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -51,7 +45,7 @@ EXIT_JOURNAL: Final = 3
 EXIT_ROWS_FAILED: Final = 4
 EXIT_INTERNAL: Final = 70
 
-_JOURNAL_HELP = "a SQLite file, or postgresql://user@host/db?job=NAME shared by many workers"
+_JOURNAL_HELP = "a SQLite file"
 
 
 class UsageError(Exception):
@@ -89,7 +83,22 @@ _FROM_ENVIRONMENT: Final[tuple[tuple[str, str, Callable[[str], object]], ...]] =
     ("binding", "VERIF_BINDING", _binding),
     ("timeout", "VERIF_TIMEOUT", POSITIVE),
     ("rate", "VERIF_RATE", POSITIVE),
+    # The variable may carry the proxy's password; the flag may not (see _proxy_flag).
+    ("proxy", "VERIF_PROXY", str),
+    ("client_cert", "VERIF_CLIENT_CERT", str),
+    ("client_key", "VERIF_CLIENT_KEY", str),
 )
+
+
+def _proxy_flag(text: str) -> str:
+    """A proxy URL without a password: flags show in every process list."""
+    userinfo = text.partition("://")[2].rpartition("@")[0]
+    if ":" in userinfo:
+        raise argparse.ArgumentTypeError(
+            "a proxy password on the command line shows in every process list: put the "
+            "URL with its password in VERIF_PROXY (or HTTPS_PROXY) instead"
+        )
+    return text
 
 
 def _connection_args(parser: argparse.ArgumentParser) -> None:
@@ -126,6 +135,22 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
         type=POSITIVE,
         help="at most this many requests per second, all calls; for a bulk job, "
         "all of its workers together (default: no limit; VERIF_RATE)",
+    )
+    group.add_argument(
+        "--proxy",
+        type=_proxy_flag,
+        metavar="URL",
+        help="an http:// proxy for every request, without password (VERIF_PROXY, which may "
+        "hold user:password@; default: HTTPS_PROXY, HTTP_PROXY, ALL_PROXY as NO_PROXY allows)",
+    )
+    group.add_argument(
+        "--client-cert",
+        metavar="PEM",
+        help="client certificate for mutual TLS, with its key unless --client-key is given "
+        "(VERIF_CLIENT_CERT; an encrypted key's password only by VERIF_CLIENT_KEY_PASSWORD)",
+    )
+    group.add_argument(
+        "--client-key", metavar="PEM", help="the client certificate's key (VERIF_CLIENT_KEY)"
     )
 
 
@@ -320,6 +345,8 @@ def _client(
     try:
         return VerificationClient(
             args.base_url,
+            proxy=args.proxy,
+            cert=_client_cert(args),
             username=args.username,
             password=password,
             username_is_secret=args.username_is_secret,
@@ -332,11 +359,46 @@ def _client(
             hooks=hooks,
         )
     except ValueError as exc:
-        raise UsageError(f"--base-url: {exc}") from None
+        problem = str(exc)
+        # The library names its option; the user gave a flag (or its variable).
+        for option, flag in _FLAG_OF.items():
+            if problem.startswith(option):
+                raise UsageError(f"{flag}{problem[len(option) :]}") from None
+        raise UsageError(problem if "_PROXY:" in problem else f"--base-url: {problem}") from None
+
+
+_FLAG_OF: Final = {"cert:": "--client-cert:", "proxy:": "--proxy (or VERIF_PROXY):"}
+
+
+def _client_cert(args: argparse.Namespace) -> tuple[str, str] | tuple[str, str, str] | None:
+    if args.client_cert is None:
+        if args.client_key is not None:
+            raise UsageError("--client-key: give the certificate too (--client-cert)")
+        return None
+    # Without --client-key, the certificate's file holds the key too.
+    key = args.client_key or args.client_cert
+    password = os.environ.get("VERIF_CLIENT_KEY_PASSWORD")
+    return (args.client_cert, key, password) if password else (args.client_cert, key)
+
+
+def _operation(name: str) -> Operation[Any]:
+    """An operation by its wire name or a unique tail of it at a ``_``
+    (``HasBeenVerified``, ``MobileLocation_GetResult``), any case."""
+    wanted = name.lower()
+    found = [
+        op
+        for op in OPERATIONS
+        if op.name.lower() == wanted or op.name.lower().endswith("_" + wanted)
+    ]
+    if len(found) != 1:
+        known = ", ".join(op.name for op in OPERATIONS)
+        problem = "ambiguous" if found else "unknown"
+        raise UsageError(f"{name!r}: {problem} operation; expected one of {known}")
+    return found[0]
 
 
 def _parse_params(operation: str, pairs: Sequence[str]) -> dict[str, object]:
-    op = get_operation(operation)
+    op = _operation(operation)
     types = {param.name.lower(): param for param in op.params}
     params: dict[str, object] = {}
     for pair in pairs:
@@ -361,7 +423,11 @@ def to_json(value: object) -> Any:
 async def _call(args: argparse.Namespace) -> int:
     params = _parse_params(args.operation, args.params)
     async with _client(args) as client:
-        result = await client.call_with(args.operation, params)
+        try:
+            result = await client.call_with(_operation(args.operation), params)
+        except RequestValidationError as exc:
+            # Checked before anything is sent: the user's input, not the service.
+            raise UsageError(str(exc)) from None
     print(safe_json(json.dumps(to_json(result), ensure_ascii=False)))
     return 0
 
@@ -376,10 +442,6 @@ def _check_writable(flag: str, path: str) -> None:
     # The output is replaced through a temporary file beside it: the directory too.
     if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise UsageError(f"{flag} {path}: not writable")
-
-
-def _is_postgres(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
 
 
 def _read_checked_input(args: argparse.Namespace, options: BulkOptions, codec: Codec) -> bytes:
@@ -433,10 +495,10 @@ def _bulk_prepare(
     codec = _client(args).codec()  # the flags describe a usable client
     data = _read_checked_input(args, options, codec) if args.input else None
     _check_writable("--output", args.output)
-    if not _is_postgres(args.journal):
-        if data is None and not os.path.exists(args.journal):
-            raise UsageError(f"--journal {args.journal}: no such journal; a new job needs --input")
-        _check_writable("--journal", args.journal)
+    check_location(args.journal)
+    if data is None and not os.path.exists(args.journal):
+        raise UsageError(f"--journal {args.journal}: no such journal; a new job needs --input")
+    _check_writable("--journal", args.journal)
     try:
         metrics = _prometheus.serve(args)
     except OSError as exc:
@@ -456,18 +518,22 @@ async def _bulk_run(
     signals = _Signals(stopper, display)
     try:
         client = _client(args, journal, _prometheus.hooks_of(metrics))
-        if data is not None:
-            load_input(journal, data, options, client.codec(), name=args.input)
-        elif not journal.is_loaded():
-            raise UsageError("a new journal needs --input")
         on_progress = _prometheus.progress_of(metrics, display)
-        async with client, anyio.create_task_group() as tg:
-            tg.start_soon(signals.watch)
-            tg.start_soon(display.run)
-            counts = await run_bulk(
-                client, journal, args.output, options, on_progress, stopper=stopper
-            )
-            tg.cancel_scope.cancel()
+        with library_error_unwrapped():
+            async with client, anyio.create_task_group() as tg:
+                tg.start_soon(signals.watch)
+                tg.start_soon(display.run)
+                counts = await run_job(
+                    client,
+                    journal=journal,
+                    output=args.output,
+                    data=data,
+                    options=options,
+                    on_progress=on_progress,
+                    stopper=stopper,
+                    input_name=args.input or "input",
+                )
+                tg.cancel_scope.cancel()
         display.close()
     finally:
         journal.close()
@@ -501,6 +567,7 @@ def print_counts(counts: dict[str, int]) -> None:
 
 
 def _bulk_status(args: argparse.Namespace) -> int:
+    check_location(args.journal)
     journal = open_journal(args.journal, create=False, own=False)
     try:
         print_counts(journal.counts())
@@ -525,7 +592,10 @@ def _bulk_export(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from .simulator import _main as simulator_main
 
-    simulator = simulator_main.simulator_from_args(args)
+    try:
+        simulator = simulator_main.simulator_from_args(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         _prometheus.serve_simulator(args, simulator)
     except OSError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import random
 import ssl
@@ -9,16 +10,17 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mappin
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, Unpack, cast, overload
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio
 
 from ._bindings import codec_for
-from ._clock import loop_clock
+from ._clock import loop_clock, running_loop
 from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec, Credentials, HTTPRequest
 from ._errors import (
     DeliveryUnknownError,
     HTTPStatusError,
+    ProxyError,
     TransportError,
     VerifClientError,
 )
@@ -35,7 +37,7 @@ from ._operations import (
 from ._pollpolicy import DEFAULT_POLL_POLICY, PollPolicy, VerifiedDialect
 from ._ratelimit import Limiter, RateLimiter
 from ._results import LocationResult, RequestResult, VerificationResult
-from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._retry import ASKS_TO_WAIT, DEFAULT_RETRY, RetryPolicy, retry_after
 from ._scrub import NO_SECRETS, Scrubber
 from ._service import (
     DEFAULT_NAMESPACE,
@@ -46,6 +48,8 @@ from ._service import (
 )
 from ._transport import Answer, Sender, SendError, Transport
 from ._transport._pool import ConnectionPool
+from ._transport._proxy import Proxy, ProxyRefused, choose_proxy
+from ._transport._tls import CertTypes, ClientCert, trusted_from_environment
 
 if TYPE_CHECKING:
     import httpx
@@ -59,6 +63,7 @@ if TYPE_CHECKING:
         PollStream,
         VerificationOutcome,
     )
+    from ._slowdown import Slowdown
 
 # The pool's cost per request does not grow with its size (docs/performance.md:
 # CPU per request is flat from 16 to 1,024 connections), so the default is set
@@ -77,7 +82,8 @@ RequestIds = Iterable[int] | AsyncIterable[int]
 class VerificationClient:
     """Async client for the six operations, in any of the four bindings.
 
-    The constructor does no I/O; the connection pool opens on first use and
+    The constructor does no network I/O (it reads the proxy variables of the
+    environment, and checks ``cert=`` loads); the connection pool opens on first use and
     closes with ``aclose()`` or the ``async with`` block (an injected
     ``http_client`` is left open: it is the caller's). The documentation's
     "The client and its options" page has the options table and the retry rules.
@@ -143,18 +149,37 @@ class VerificationClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         validate: bool = True,
         verify: bool | ssl.SSLContext = True,
+        cert: CertTypes | None = None,
+        proxy: str | None = None,
+        trust_env: bool = True,
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | Transport | None = None,
         hooks: _hooks.Hooks | Sequence[_hooks.Hooks] | None = None,
         username_is_secret: bool = False,
     ) -> None:
-        if max_connections < 1:
-            raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
+        _check_number("timeout", timeout)
+        _check_number("max_connections", max_connections, integer=True)
+        _check_number("max_response_bytes", max_response_bytes, integer=True)
+        if rate_limit is not None:
+            _check_number("rate_limit", rate_limit)
         if rate_limit is not None and rate_limiter is not None:
             raise ValueError("pass either rate_limit or rate_limiter, not both")
         if http_client is not None and transport is not None:
             raise ValueError("pass either http_client or transport, not both")
-        self.base_url = _site_root(str(base_url), endpoint_path)
+        own_pool = http_client is None and transport is None
+        if not own_pool and (proxy is not None or cert is not None):
+            raise ValueError(
+                "proxy= and cert= configure the client's own connection pool: give them to "
+                "the http_client or transport you pass instead"
+            )
+        # The address shown (repr, base_url, warnings, hooks) never has the
+        # credentials a URL may carry; only the connection layer gets them.
+        shown, userinfo = _split_userinfo(str(base_url))
+        self.base_url = _site_root(shown, endpoint_path)
+        self._connect_url = self.base_url
+        if userinfo is not None:
+            scheme, _, rest = self.base_url.partition("://")
+            self._connect_url = f"{scheme}://{userinfo}@{rest}"
         self.binding = parse_binding(binding)
         self.namespace = namespace
         self.timeout = timeout
@@ -168,11 +193,25 @@ class VerificationClient:
             else None
         )
         self._username_is_secret = username_is_secret
-        self._scrub = (
-            Scrubber([password or "", (username or "") if username_is_secret else ""])
-            if self._credentials is not None
-            else NO_SECRETS
+        # Read at construction, as httpx does (see _transport._proxy); a
+        # client you bring reads its own.
+        self._proxy: Proxy | None = (
+            choose_proxy(self.base_url, proxy, trust_env=trust_env) if own_pool else None
         )
+        self._cert = ClientCert(cert) if cert is not None else None
+        self._trusted = trusted_from_environment() if trust_env and verify is True else (None, None)
+        secrets = [
+            password or "",
+            (username or "") if username_is_secret else "",
+            *(self._proxy.secrets if self._proxy is not None else ()),
+            (self._cert.password or "") if self._cert is not None else "",
+        ]
+        if userinfo is not None:
+            # An echo of the Authorization header holds the Basic token.
+            url_user, _, url_password = (unquote(part) for part in userinfo.partition(":"))
+            token = base64.b64encode(f"{url_user}:{url_password}".encode()).decode("ascii")
+            secrets += [url_password, token]
+        self._scrub = Scrubber(secrets) if any(secrets) else NO_SECRETS
         self._codecs: dict[Binding, Codec] = {
             b: codec_for(
                 b,
@@ -190,8 +229,11 @@ class VerificationClient:
         self._http = http_client
         self._connections: Sender | None = None
         self._limiter: anyio.Semaphore | None = None
+        self._owner: object = None  # the event loop the next three belong to
         self._clock: Callable[[], float] | None = None
         self._rate: Limiter | None = rate_limiter
+        # In front of _rate after a 429, until the pace has climbed back.
+        self._slowdown: Slowdown | None = None
         self._rng = random.Random()
         self._closed = False
         self._hooks: _hooks.Dispatch | None = None
@@ -250,7 +292,12 @@ class VerificationClient:
             transport = self._transport
             if self._http is None and transport is None:
                 self._connections = ConnectionPool(
-                    self.base_url, verify=self._verify, max_idle=self.max_connections
+                    self._connect_url,
+                    verify=self._verify,
+                    cert=self._cert,
+                    trusted=self._trusted,
+                    proxy=self._proxy,
+                    max_idle=self.max_connections,
                 )
             elif transport is not None and not hasattr(transport, "handle_async_request"):
                 # A verif_client.Transport (Simulator.transport(), say) is
@@ -261,11 +308,22 @@ class VerificationClient:
                 from ._transport._httpx import HttpxSender
 
                 self._connections = HttpxSender(
-                    self.base_url,
+                    self._connect_url,
                     http_client=self._http,
                     transport=cast("httpx.AsyncBaseTransport | None", transport),
                 )
         return self._connections
+
+    def _enter_loop(self) -> None:
+        """Start afresh on the running event loop: the slots, the clock and our
+        own rate limiter belonged to the loop this client was last used on
+        (``asyncio.run`` twice), which may have died with slots taken."""
+        self._owner = running_loop()
+        # Looked up once per loop (see _clock); it only measures durations.
+        self._clock = loop_clock()
+        self._limiter = None
+        if self.rate_limit is not None:
+            self._rate = None
 
     def _capacity(self) -> anyio.Semaphore:
         # Created on first use: anyio primitives belong to the running event
@@ -687,10 +745,10 @@ class VerificationClient:
         policy: RetryPolicy,
         before_send: Callable[[], Awaitable[None]] | None,
     ) -> R:
+        if running_loop() is not self._owner:
+            self._enter_loop()
         clock = self._clock
-        if clock is None:
-            # Looked up once, on the loop (see _clock); it only measures durations.
-            clock = self._clock = loop_clock()
+        assert clock is not None
         started = clock()
         attempt = 0
         # A retried attempt is the same request, already recorded: the hook runs once.
@@ -699,9 +757,10 @@ class VerificationClient:
             attempt += 1
             # The clock is read once for the first attempt.
             began = started if attempt == 1 else clock()
-            # One deadline per attempt, and no attempt outlives the call's deadline.
+            # One deadline per attempt, and no attempt, the first included,
+            # outlives the call's deadline.
             left = policy.deadline - (began - started)
-            time_limit = self.timeout if attempt == 1 else max(0.0, min(self.timeout, left))
+            time_limit = max(0.0, min(self.timeout, left))
             try:
                 status, headers, body = await self._send_once(
                     op, request, hook, time_limit=time_limit
@@ -710,7 +769,11 @@ class VerificationClient:
             except SendError as exc:
                 never_sent = exc.never_sent
                 failure: VerifClientError
-                if never_sent or op.idempotent:
+                if isinstance(exc, ProxyRefused):
+                    failure = ProxyError(
+                        str(exc), proxy=exc.proxy, status_code=exc.status_code, operation=op.name
+                    )
+                elif never_sent or op.idempotent:
                     failure = TransportError(str(exc), operation=op.name)
                 else:
                     failure = DeliveryUnknownError(
@@ -722,7 +785,23 @@ class VerificationClient:
                 self._log(op, binding, None, began, attempt, failure)
             except HTTPStatusError as exc:
                 failure = exc
-                retryable = op.idempotent and exc.status_code in policy.statuses
+                # Raised by the decoding of an answer: status and headers are its.
+                retryable = policy.retries_status(status, op.idempotent)
+                if status in ASKS_TO_WAIT:
+                    exc.retry_after = retry_after(headers)
+                if status == 429:
+                    self._slow_down(op, exc.retry_after, clock() - began)
+                if status == 407 and self._proxy is not None:
+                    # Plain HTTP through a proxy: its refusal comes as the
+                    # answer, and the request went no further.
+                    failure = ProxyError(
+                        f"ProxyError: {self._proxy.shown} refused the request: "
+                        "407 (wrong or missing credentials in the proxy URL)",
+                        proxy=self._proxy.shown,
+                        status_code=407,
+                        operation=op.name,
+                    )
+                    retryable = False
                 self._log(op, binding, exc.status_code, began, attempt, exc)
             else:
                 self._log(op, binding, status, began, attempt, None)
@@ -732,7 +811,13 @@ class VerificationClient:
             if not retryable or attempt >= policy.attempts or self._closed:
                 raise failure
             pause = policy.backoff(attempt, self._rng)
+            asked = getattr(failure, "retry_after", None)
+            if asked is not None:
+                pause = asked
             if clock() + pause - started > policy.deadline:
+                if asked is not None:
+                    assert isinstance(failure, HTTPStatusError)
+                    failure.beyond_deadline(policy.deadline)
                 raise failure
             await (
                 anyio.sleep(pause)
@@ -780,6 +865,47 @@ class VerificationClient:
         finally:
             limiter.release()
 
+    @property
+    def slowed_to(self) -> float | None:
+        """Requests per second this client is held to after the service answered
+        429 (see README, Retries), or None when it goes at its own pace."""
+        return None if self._slowdown is None else self._slowdown.rate
+
+    def _slow_down(self, op: Operation[Any], wait: float | None, duration: float) -> None:
+        # The pace the refused call was part of: the calls in flight (its own
+        # slot is already back) over how long it took.
+        in_flight = self.max_connections + 1 - (self._limiter.value if self._limiter else 0)
+        pace = in_flight / max(duration, 0.001)
+        slowdown = self._slowdown
+        if slowdown is None:
+            # Loaded by the first 429 only (README, Performance: start-up).
+            from ._slowdown import Slowdown
+
+            ceiling = self.rate_limit or pace
+            clock = self._clock or loop_clock()
+            slowdown = self._slowdown = Slowdown(self._rate, ceiling, clock, self._pace_back)
+            self._rate = slowdown
+        rate = slowdown.refused(pace, wait)
+        # INFO, not WARNING: the progress line, hooks and metrics show it, and
+        # a line of its own would break a live progress line.
+        logger.info(
+            "%s answered %s with 429: every request slowed to %.2f/s%s",
+            self.base_url,
+            op.name,
+            rate,
+            "" if wait is None else f", none before {wait:g} s (Retry-After)",
+        )
+        if self._hooks is not None:
+            self._hooks.rate_changed(rate, op.name, wait)
+
+    def _pace_back(self) -> None:
+        if self._slowdown is not None:
+            # Back at its own pace: no cost per request from here on.
+            self._rate, self._slowdown = self._slowdown.inner, None
+        logger.info("%s: back to the client's own pace after 429s", self.base_url)
+        if self._hooks is not None:
+            self._hooks.rate_changed(None, None, None)
+
     def _log(
         self,
         op: Operation[Any],
@@ -799,6 +925,37 @@ class VerificationClient:
                 (anyio.current_time() - began) * 1000,
                 f" error={type(error).__name__}: {self._scrub.text(str(error))}" if error else "",
             )
+
+
+def _check_number(option: str, value: object, *, integer: bool = False) -> None:
+    """Refuse, at construction, an option value that would fail late with
+    another library's error or quietly mean something else (a NaN rate is no
+    limit at all, a NaN timeout never ends)."""
+    kind = "an integer >= 1" if integer else "a number > 0"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise ValueError(f"{option} must be {kind}, got {value!r}")
+    if not value > 0:  # also false for NaN
+        raise ValueError(f"{option} must be {kind}, got {value!r}")
+
+
+def _split_userinfo(base_url: str) -> tuple[str, str | None]:
+    """``base_url`` without ``user:password@``, and that userinfo (None without).
+
+    Userinfo goes as HTTP Basic on every request, so it is refused over plain
+    http, where anyone on the path would read it (SECURITY.md). The refusal
+    names neither the URL nor its credentials."""
+    scheme, separator, rest = base_url.partition("://")
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    userinfo, at, host = rest[:end].rpartition("@")
+    if not separator or not at:
+        return base_url, None
+    if scheme.lower() != "https":
+        raise ValueError(
+            "base_url: credentials in the URL (user:password@) would be sent in clear "
+            "as HTTP Basic: give an https:// address, or pass username= and password= "
+            "(which go in the SOAP header)"
+        )
+    return f"{scheme}://{host}{rest[end:]}", userinfo
 
 
 def _site_root(base_url: str, endpoint_path: str) -> str:

@@ -56,3 +56,19 @@ def loop_clock() -> Callable[[], float]:
         return asyncio.get_running_loop().time
     clock: Callable[[], float] = backend.current_time
     return clock
+
+
+def running_loop() -> object:
+    """The running event loop itself (asyncio's loop, or trio's run token):
+    what state bound to one loop (connections, semaphores, clocks) is
+    compared against, so that a client used by ``asyncio.run`` twice never
+    touches the first loop's objects from the second."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    import trio
+
+    return trio.lowlevel.current_trio_token()

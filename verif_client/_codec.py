@@ -302,7 +302,25 @@ class Codec:
                     break
             else:
                 return None
+        if len(tags) > 1:
+            for sibling in node.itersiblings():
+                if sibling.tag == node.tag:
+                    raise DecodeError(REPEATED, element=op.result_element)
         return node
+
+
+REPEATED: Final = "the element appears more than once"
+
+
+def only_child(element: etree._Element, name: str) -> etree._Element | None:
+    """The child element with this local name; a DecodeError if there are two."""
+    found = None
+    for candidate in element:
+        if _xml.local_name(candidate.tag) == name:
+            if found is not None:
+                raise DecodeError(REPEATED, element=name)
+            found = candidate
+    return found
 
 
 def read_result(shape: _xsd.XsdType[R] | Record[R], element: etree._Element | None, path: str) -> R:
@@ -328,6 +346,8 @@ def _read_simple(
     if element is None or _xml.is_nil(element):
         return None
     text = element.text if len(element) == 0 else _xml.text_of(element)
+    if text and not text.isascii():
+        text = _xml.restore(text)
     if not text:
         return xsd.parse("") if xsd is _xsd.STRING else None
     try:
@@ -344,8 +364,12 @@ def _read_record(record: Record[R], element: etree._Element, path: str) -> R:
         if not isinstance(tag, str):
             continue  # the parser drops comments and PIs; kept for hand-made trees
         field = by_element.get(tag[tag.rfind("}") + 1 :])
-        if field is None or field.attr in values:
+        if field is None:
             continue  # unknown elements are tolerated for forward compatibility
+        if field.attr in values:
+            # First-wins and last-wins readers disagree on <Verified>true</Verified>
+            # <Verified>false</Verified>: no answer is better than a guessed one.
+            raise DecodeError(REPEATED, element=f"{path}/{field.element}")
         if isinstance(field.type, Record):
             values[field.attr] = (
                 None

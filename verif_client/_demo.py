@@ -11,13 +11,15 @@ import time
 import anyio
 import httpx
 
-from ._bulk import BulkOptions, load_input, run_bulk
 from ._cli import print_counts
 from ._client import VerificationClient
-from ._journal import open_journal
 from ._pollpolicy import PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
+from .bulk._input import load_input
+from .bulk._job import BulkOptions
+from .bulk._journal import open_journal
+from .bulk._runner import run_bulk
 
 DEMO_QUESTION = "Did you ask to pay $25 to ACME & Co.?"
 # Fast enough that the demo ends in seconds; real jobs use the defaults.

@@ -13,6 +13,7 @@ __all__ = [
     "DecodeError",
     "DeliveryUnknownError",
     "HTTPStatusError",
+    "ProxyError",
     "RequestValidationError",
     "ResponseError",
     "ResponseTooLargeError",
@@ -90,6 +91,28 @@ class DeliveryUnknownError(TransportError):
         self.phone_number = phone_number
 
 
+class ProxyError(TransportError):
+    """The proxy did not open the way to the service (it refused, with 407 for
+    credentials, or answered garbage, or could not be reached): the request
+    never reached the service.
+
+    ``proxy`` is the proxy as ``http://host:port``, never with its
+    credentials; ``status_code`` is the proxy's answer, when it gave one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        proxy: str,
+        status_code: int | None = None,
+        operation: str | None = None,
+    ) -> None:
+        super().__init__(message, operation=operation)
+        self.proxy = proxy
+        self.status_code = status_code
+
+
 class ResponseError(VerifClientError):
     """The service answered, but not with a usable result."""
 
@@ -143,7 +166,11 @@ class HTTPStatusError(ResponseError):
 
     ``server_message`` is the first line the server sent, as sent (for ASMX
     that is e.g. ``System.InvalidOperationException: Missing parameter: RequestId.``).
+    ``retry_after`` is the wait in seconds a 429's or 503's ``Retry-After``
+    asked for (None without one).
     """
+
+    retry_after: float | None = None
 
     def __init__(
         self, status_code: int, server_message: str, *, operation: str | None = None
@@ -152,6 +179,14 @@ class HTTPStatusError(ResponseError):
         super().__init__(f"HTTP {status_code}{shown}", operation=operation)
         self.status_code = status_code
         self.server_message = server_message
+
+    def beyond_deadline(self, deadline: float) -> None:
+        """Say that the wait asked for did not fit in the call's retry deadline."""
+        self.message += (
+            f"; the service asked to wait {self.retry_after:g} s (Retry-After), "
+            f"past the call's retry deadline of {deadline:g} s"
+        )
+        self.args = (self.message,)
 
 
 class DecodeError(ResponseError):

@@ -100,6 +100,18 @@ class LimitWaited:
 
 
 @attrs.frozen(slots=True)
+class RateChanged:
+    """The service answered ``operation`` with 429 and the client slowed
+    everything it sends (a poll run's and a bulk job's calls included) to
+    ``rate`` requests per second, holding requests for ``retry_after`` seconds
+    when the answer said so; or, ``rate`` None, it is back to its own pace."""
+
+    rate: float | None
+    operation: str | None
+    retry_after: float | None
+
+
+@attrs.frozen(slots=True)
 class PollAdded:
     """A poll run starts watching ``request_id`` for ``operation``."""
 
@@ -148,6 +160,9 @@ class Hooks:
     def on_limit_waited(self, event: LimitWaited) -> None:
         """An attempt waited for the rate limiter or a connection slot."""
 
+    def on_rate_changed(self, event: RateChanged) -> None:
+        """A 429 slowed the client down, or its pace is back."""
+
     def on_poll_added(self, event: PollAdded) -> None:
         """A poll run starts watching an id."""
 
@@ -163,6 +178,7 @@ _EVENT_METHODS: Final = (
     "on_retry_scheduled",
     "on_request_ended",
     "on_limit_waited",
+    "on_rate_changed",
     "on_poll_added",
     "on_poll_polled",
     "on_poll_settled",
@@ -336,6 +352,11 @@ class Dispatch:
                     record.call_id, record.operation, record.binding, limit, seconds
                 ),
             )
+
+    def rate_changed(
+        self, rate: float | None, operation: str | None, retry_after: float | None
+    ) -> None:
+        self._emit("on_rate_changed", lambda: RateChanged(rate, operation, retry_after))
 
     # -- poll runs ---------------------------------------------------------
 

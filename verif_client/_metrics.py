@@ -19,6 +19,7 @@ from ._hooks import (
     LimitWaited,
     PollAdded,
     PollSettled,
+    RateChanged,
     RequestEnded,
     RetryScheduled,
 )
@@ -82,6 +83,14 @@ LIMIT_WAIT: Final = Metric(
     ("limit",),
     _SECONDS,
 )
+SLOWDOWNS: Final = Metric(
+    "verif_client.slowdowns",
+    "verif_client_slowdowns",
+    Kind.COUNTER,
+    "{slowdown}",
+    "Answers 429 (too many requests) that halved the client's pace, by the operation answered",
+    ("operation",),
+)
 POLL_WAITING: Final = Metric(
     "verif_client.poll.waiting",
     "verif_client_poll_waiting",
@@ -130,6 +139,7 @@ METRICS: Final = (
     REQUEST_DURATION,
     RETRIES,
     LIMIT_WAIT,
+    SLOWDOWNS,
     POLL_WAITING,
     POLL_OLDEST,
     TIME_TO_ANSWER,
@@ -174,6 +184,10 @@ class MetricsHooks(Hooks):
 
     def on_limit_waited(self, event: LimitWaited) -> None:
         self._backend.record(LIMIT_WAIT, event.seconds, {"limit": event.limit})
+
+    def on_rate_changed(self, event: RateChanged) -> None:
+        if event.rate is not None:
+            self._backend.add(SLOWDOWNS, 1, {"operation": event.operation or ""})
 
     def on_poll_added(self, event: PollAdded) -> None:
         self._waiting_since[(event.operation, event.request_id)] = time.monotonic()

@@ -22,6 +22,9 @@ LocationResult absent, "Location not         pending (a denial looks the same,
 available ..." or no ErrorMessage            so it ends TIMED_OUT)
 LocationResult absent, other ErrorMessage    FAILED
 SOAP fault, authentication error, bad input  FAILED at once
+HTTP 429 (too many requests)                 retried after its Retry-After, the
+                                             client slowed down; still refused:
+                                             pending, polled again later
 transport error, HTTP 502/503/504, an        retried under ``policy.retry``,
 unreadable answer (DecodeError)              then FAILED
 still pending at ``policy.timeout``          TIMED_OUT
@@ -45,7 +48,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._clock import loop_backend, loop_clock
 from ._compat import TypeVar
-from ._errors import DecodeError, VerifClientError
+from ._errors import DecodeError, HTTPStatusError, VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
 from ._pollpolicy import (
     PollPolicy,
@@ -208,6 +211,7 @@ class PollStream(Generic[_O]):
         self._rng = rng
         self._hooks = hooks
         self._now = loop_clock()
+        self._backend = loop_backend()
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)
@@ -318,9 +322,20 @@ class PollStream(Generic[_O]):
         policy = self._policy
         watch.polls += 1
         error: VerifClientError | None = None
+        status: PollStatus | None = None
         try:
-            watch.last = await self._ask(watch)
-            status = watch.kind.judge(watch.last, policy, self._dialect)
+            # A poll in flight (its retries and backoffs included) is cut
+            # at the id's deadline: the id then ends TIMED_OUT, on time.
+            with self._backend.create_cancel_scope(deadline=watch.deadline) as scope:
+                answer = await self._ask(watch)
+            if not scope.cancelled_caught:
+                watch.last = answer
+                status = watch.kind.judge(answer, policy, self._dialect)
+        except HTTPStatusError as exc:
+            # A 429 says nothing about the id: ask again later, at the pace
+            # the client has slowed to.
+            if exc.status_code != 429:
+                error, status = exc, PollStatus.FAILED
         except VerifClientError as exc:
             error, status = exc, PollStatus.FAILED
         except Exception as exc:
@@ -341,7 +356,7 @@ class PollStream(Generic[_O]):
                 now - watch.started,
             )
         if status is None:
-            if now < watch.deadline:
+            if now < watch.deadline and not scope.cancelled_caught:
                 self._schedule(watch, now + policy.delay(watch.polls + 1, self._rng))
                 return
             status = PollStatus.TIMED_OUT

@@ -20,9 +20,9 @@ from typing import Final, TextIO
 
 import anyio
 
-from ._bulk import Progress
-from ._journal import RowState
 from ._terminal import safe, width
+from .bulk._job import RowState
+from .bulk._runner import Progress
 
 # (label, state) in the order shown; every state a row can be in has a label.
 _FIELDS: Final = (
@@ -40,6 +40,7 @@ _FIELDS: Final = (
 _KEEP_ORDER: Final = (
     "done",
     "stopping",
+    "slowed",
     "ETA",
     "queued",
     "sending",
@@ -161,9 +162,15 @@ class ProgressDisplay:
             fields["ETA"] = f"ETA {_duration(eta)}"
         if finish_rate is not None:
             fields["rate"] = f"{finish_rate:.1f}/s"
+        if progress.slowed_to is not None:
+            # The service answered 429: why the run goes slower than asked.
+            fields["slowed"] = f"slowed to {progress.slowed_to:.1f} req/s by 429s"
         fields["elapsed"] = _duration(now - self.started)
         shown = [name for name in _KEEP_ORDER if name in fields]
-        order = ["done", "stopping", *(label for label, _ in _FIELDS), "ETA", "rate", "elapsed"]
+        order = [
+            *("done", "stopping", *(label for label, _ in _FIELDS)),
+            *("ETA", "rate", "slowed", "elapsed"),
+        ]
 
         def line() -> str:
             return " | ".join(fields[name] for name in order if name in shown)

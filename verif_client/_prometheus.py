@@ -17,14 +17,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._argtypes import PORT
-from ._journal import FINAL_STATES
 from ._metrics import JOB_ROWS, METRICS, Kind, Metric, MetricsHooks
+from .bulk._job import FINAL_STATES
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import Metric as PrometheusMetric
 
-    from ._bulk import Progress
+    from .bulk._runner import Progress
     from .simulator import Simulator
 
 

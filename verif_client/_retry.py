@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import math
 import random
+import time
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import attrs
 
-RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
+# 429 is the service refusing the request (too many): never processed, so
+# retried for every operation, sends included, after its Retry-After.
+RETRYABLE_STATUSES: Final = frozenset({429, 502, 503, 504})
+# The statuses whose Retry-After says when to try again.
+ASKS_TO_WAIT: Final = frozenset({429, 503})
 
 
 def grown(initial: float, multiplier: float, steps: int) -> float:
@@ -37,7 +43,14 @@ class RetryPolicy:
 
     ``attempts`` counts the first try; ``deadline`` bounds the time spent on
     one call across all attempts (seconds). The wait before attempt ``n + 1``
-    is uniform in ``[0, min(max_backoff, initial_backoff * multiplier**(n-1))]``.
+    is uniform in ``[0, min(max_backoff, initial_backoff * multiplier**(n-1))]``,
+    or exactly what a 429's or 503's ``Retry-After`` asks (when that is past
+    ``deadline``, the call fails at once, the error's ``retry_after`` set).
+
+    A 429 was refused, not processed: it is retried for every operation. A 503
+    to an operation that changes something (an SMS) is retried only with
+    ``retry_sends_on_503=True``: say so when your service promises that a 503
+    means the request was not processed.
     """
 
     attempts: int = attrs.field(default=4, validator=attrs.validators.ge(1))
@@ -46,6 +59,13 @@ class RetryPolicy:
     max_backoff: float = attrs.field(default=4.0, validator=_NON_NEGATIVE)
     deadline: float = attrs.field(default=30.0, validator=_NON_NEGATIVE)
     statuses: frozenset[int] = RETRYABLE_STATUSES
+    retry_sends_on_503: bool = False
+
+    def retries_status(self, status: int, idempotent: bool) -> bool:
+        """Whether an answer with HTTP ``status`` may be tried again."""
+        if status not in self.statuses:
+            return False
+        return idempotent or status == 429 or (status == 503 and self.retry_sends_on_503)
 
     def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -55,3 +75,28 @@ class RetryPolicy:
 
 DEFAULT_RETRY: Final = RetryPolicy()
 NO_RETRY: Final = RetryPolicy(attempts=1)
+
+
+def retry_after(
+    headers: Sequence[tuple[str, str]], now: Callable[[], float] = time.time
+) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delay-seconds or an
+    HTTP date, never below 0); None when there is none or it is unreadable."""
+    value = None
+    for name, text in headers:
+        if name.lower() == "retry-after":
+            value = text.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    # Loaded only when a server sends a date.
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now())

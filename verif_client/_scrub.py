@@ -10,49 +10,118 @@ of the error raised, which may also hold text from the network layer.
 
 from __future__ import annotations
 
+import html.entities
+import re
 from collections.abc import Iterable
 from typing import Any, Final, TypeVar, cast
 
 import attrs
 
-from . import _xml
 from ._errors import VerifClientError
 
 MASK: Final = "***"
 _ERROR_TEXTS: Final = ("message", "reason", "detail", "server_message", "element")
+# A secret this short could be any run of letters in a path or a word: it is
+# masked only where it stands as a whole word (SECURITY.md, Where credentials go).
+SHORT: Final = 6
+_WORD_CHAR: Final = "[0-9A-Za-z]"
+_BACKSLASHES: Final = r"\\+"  # one or more: an escape may be escaped again
+# An entity's "&" may itself come escaped (XML in XML, HTML in JSON, a URL).
+_AMPERSAND: Final = r"(?:&|\\+u0026|%26)(?:amp;)*"
+# The characters every encoding other than the raw one starts with.
+_ENCODING: Final = re.compile(r"[&%\\+]")
+_ENCODING_BYTES: Final = re.compile(_ENCODING.pattern.encode())
+_SHORT_ESCAPES: Final = {
+    '"': '"',
+    "'": "'",
+    "\\": "\\",
+    "/": "/",
+    "\n": "n",
+    "\r": "r",
+    "\t": "t",
+    "\b": "b",
+    "\f": "f",
+}
 
 
-def _forms(secret: str) -> set[str]:
-    """How a secret can come back: as sent (escaped once, as our SOAP header
-    carries it), echoed inside XML text (escaped twice), decoded, or quoted
-    by a ``repr()`` in an error message."""
-    once = _xml.escape(secret)
-    return {secret, once, _xml.escape(once), repr(secret)[1:-1]}
+def _hex(number: int, width: int = 0) -> str:
+    """``number`` in hex digits of either case, zero-padded to ``width``."""
+    digits = f"{number:0{width}x}"
+    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in digits)
+
+
+def _character(char: str) -> str:
+    """Every way a peer or a library writes ``char``: raw; as an XML or HTML
+    entity, named or numeric (decimal or hex, any zeros); as a JSON or Python
+    escape (``\\u00fc``, ``\\xfc``, ``\\"``); as the bytes repr of its UTF-8
+    (``\\xc3\\xbc``, how h11 quotes a bad header); URL-encoded."""
+    code = ord(char)
+    utf8 = char.encode("utf-8", "surrogatepass")
+    ways = {
+        re.escape(char),
+        f"{_AMPERSAND}#0*{code};",
+        f"{_AMPERSAND}#[xX]0*{_hex(code)};",
+        "".join(f"%{_hex(byte, 2)}" for byte in utf8),
+        "".join(f"{_BACKSLASHES}x{_hex(byte, 2)}" for byte in utf8),
+    }
+    name = html.entities.codepoint2name.get(code, "apos" if char == "'" else None)
+    if name is not None:
+        ways.add(f"{_AMPERSAND}{name};")
+    if code < 0x100:
+        ways.add(f"{_BACKSLASHES}x{_hex(code, 2)}")
+    if code < 0x10000:
+        ways.add(f"{_BACKSLASHES}u{_hex(code, 4)}")
+    else:
+        high, low = divmod(code - 0x10000, 0x400)
+        ways.add(f"{_BACKSLASHES}u{_hex(0xD800 + high, 4)}{_BACKSLASHES}u{_hex(0xDC00 + low, 4)}")
+        ways.add(f"{_BACKSLASHES}U{_hex(code, 8)}")
+    if char in _SHORT_ESCAPES:
+        ways.add(_BACKSLASHES + re.escape(_SHORT_ESCAPES[char]))
+    if char == " ":
+        ways.add(r"\+")
+    # Longest first: a raw "&" must not win over the entity it starts.
+    return "(?:" + "|".join(sorted(ways, key=len, reverse=True)) + ")"
+
+
+def _pattern(secret: str) -> str:
+    pattern = "".join(_character(char) for char in secret)
+    if len(secret) < SHORT:
+        pattern = f"(?<!{_WORD_CHAR}){pattern}(?!{_WORD_CHAR})"
+    return pattern
 
 
 class Scrubber:
-    """Replaces every known form of the given secrets with ``***``."""
+    """Replaces the given secrets, in every encoding :func:`_character` knows,
+    mixed freely, with ``***``."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        # Longest first: one secret's form may contain another's.
-        texts = sorted({form for secret in secrets if secret for form in _forms(secret)}, key=len)
-        self._texts = tuple(reversed(texts))
-        self._bytes = tuple(form.encode("utf-8") for form in self._texts)
+        # Longest first: one secret may contain another.
+        ordered = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+        pattern = "|".join(_pattern(secret) for secret in ordered)
+        self._text = re.compile(pattern) if ordered else None
+        # Raw non-ASCII characters become their UTF-8 bytes, matched in sequence.
+        self._bytes = re.compile(pattern.encode("utf-8", "surrogatepass")) if ordered else None
+        # Every answer's texts pass here: a text with no character that starts
+        # an encoding can hold a secret only raw, which `in` finds far sooner.
+        self._raw = tuple(ordered)
+        self._raw_bytes = tuple(secret.encode("utf-8", "surrogatepass") for secret in ordered)
 
     def __bool__(self) -> bool:
-        return bool(self._texts)
+        return self._text is not None
 
     def body(self, body: bytes) -> bytes:
-        for form in self._bytes:
-            if form in body:
-                body = body.replace(form, MASK.encode())
-        return body
+        if self._bytes is None or (
+            _ENCODING_BYTES.search(body) is None and not any(s in body for s in self._raw_bytes)
+        ):
+            return body
+        return self._bytes.sub(MASK.encode(), body)
 
     def text(self, text: str) -> str:
-        for form in self._texts:
-            if form in text:
-                text = text.replace(form, MASK)
-        return text
+        if self._text is None or (
+            _ENCODING.search(text) is None and not any(s in text for s in self._raw)
+        ):
+            return text
+        return self._text.sub(MASK, text)
 
     def result(self, value: _V) -> _V:
         """A decoded result with every text in it scrubbed (a copy only when

@@ -7,7 +7,7 @@ from typing import Any, Final
 from lxml import etree
 
 from . import _xml
-from ._codec import Codec, Credentials, HTTPRequest, R, read_result
+from ._codec import Codec, Credentials, HTTPRequest, R, only_child, read_result
 from ._errors import DecodeError, HTTPStatusError
 from ._operations import Operation
 from ._service import SOAP11_CONTENT_TYPE, SOAP12_CONTENT_TYPE, Binding, soap_action
@@ -113,7 +113,7 @@ class SoapCodec(Codec):
                 element="Body",
                 status_code=status,
             )
-        return read_result(op.result, _xml.child(first, op.result_element), op.result_element)
+        return read_result(op.result, only_child(first, op.result_element), op.result_element)
 
 
 class Soap11Codec(SoapCodec):

@@ -7,14 +7,20 @@ as in async code.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import threading
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, overload
 
+import anyio
 import anyio.to_thread
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
 from ._client import VerificationClient
 from ._codec import Codec
@@ -41,15 +47,14 @@ class SyncVerificationClient:
     """
 
     def __init__(self, base_url: str, *, backend: str = "asyncio", **options: Any) -> None:
-        self._portal_cm: AbstractContextManager[BlockingPortal] | None = start_blocking_portal(
-            backend
-        )
-        self._portal: BlockingPortal = self._portal_cm.__enter__()
+        self._loop: _LoopThread | None = _LoopThread(backend)
+        self._portal = self._loop.portal
         try:
             self._client = VerificationClient(base_url, **options)
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
+            self._loop.stop()
             raise
+        _OPEN.add(self)
 
     def __repr__(self) -> str:
         return f"<Sync{repr(self._client)[1:]}"
@@ -69,20 +74,21 @@ class SyncVerificationClient:
         """Close the client and its background event loop; the ``with`` block
         does it on leaving. Closing twice is harmless.
         """
-        if self._portal_cm is None:
+        if self._loop is None:
             return
+        _OPEN.discard(self)
         try:
             self._portal.call(self._client.aclose)
         finally:
-            cm, self._portal_cm = self._portal_cm, None
-            cm.__exit__(None, None, None)
+            loop, self._loop = self._loop, None
+            loop.stop()
 
     def codec(self, binding: Binding | str | None = None) -> Codec:
         """The sans-IO codec this client sends with (see :meth:`VerificationClient.codec`)."""
         return self._client.codec(binding)
 
     def _open_portal(self) -> BlockingPortal:
-        if self._portal_cm is None:
+        if self._loop is None:
             raise RuntimeError("this SyncVerificationClient is closed")
         return self._portal
 
@@ -257,4 +263,52 @@ class SyncVerificationClient:
                     return
                 yield outcome
         finally:
-            context.__exit__(None, None, None)
+            if self._loop is not None:  # closed already: the run ended with its loop
+                context.__exit__(None, None, None)
+
+
+class _LoopThread:
+    """The event loop a SyncVerificationClient runs on, in a daemon thread.
+
+    Not ``anyio.from_thread.start_blocking_portal``: a client never closed
+    leaves that context manager to be finalized at interpreter exit, when
+    it calls into a loop thread that can no longer run, and the process
+    hangs for ever. A daemon thread never holds the exit up, and the
+    ``atexit`` hook below closes what was left open while it still runs.
+    """
+
+    def __init__(self, backend: str) -> None:
+        started: Future[BlockingPortal] = Future()
+
+        async def serve() -> None:
+            async with BlockingPortal() as portal:
+                started.set_result(portal)
+                await portal.sleep_until_stopped()
+
+        def run() -> None:
+            try:
+                anyio.run(serve, backend=backend)
+            except BaseException as exc:
+                if not started.done():
+                    started.set_exception(exc)
+
+        self._thread = threading.Thread(target=run, name="verif_client-sync", daemon=True)
+        self._thread.start()
+        self.portal = started.result()
+
+    def stop(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has already ended
+            self.portal.call(self.portal.stop, True)
+        self._thread.join()
+
+
+_OPEN: weakref.WeakSet[SyncVerificationClient] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_left_open() -> None:
+    """Close the clients a program never closed (also when it ended with an
+    exception): atexit runs while daemon threads still do."""
+    for client in list(_OPEN):
+        with contextlib.suppress(Exception):
+            client.close()

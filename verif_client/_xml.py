@@ -50,6 +50,22 @@ _FORBIDDEN: Final = re.compile(rb"<!\s*(?:doctype|entity)", re.IGNORECASE)
 _FORBIDDEN_TEXT: Final = re.compile(r"<!\s*(?:doctype|entity)", re.IGNORECASE)
 
 
+# .NET's XmlSerializer writes a control character in a string as a character
+# reference ("&#x1;"), which XML 1.0 forbids and libxml2 refuses. Such a
+# reference is read as a stand-in from Unicode's last private-use plane before
+# parsing, and text read through ``text_of`` or ``restore`` turns it back.
+_ILLEGAL_REFERENCE: Final = re.compile(rb"&#(?:[xX]0*([0-9A-Fa-f]{1,2})|0*([0-9]{1,2}));")
+_STAND_IN_BASE: Final = 0x10FF00
+_FROM_STAND_IN: Final = {_STAND_IN_BASE + code: code for code in range(0x20)}
+
+
+def _stand_in(match: re.Match[bytes]) -> bytes:
+    code = int(match[1], 16) if match[1] is not None else int(match[2])
+    if code >= 0x20 or code in (0x9, 0xA, 0xD):
+        return match[0]
+    return chr(_STAND_IN_BASE + code).encode("utf-8")
+
+
 class XmlRejected(ValueError):
     """The bytes are not a document we are willing to read (message says why)."""
 
@@ -136,6 +152,8 @@ def _safe_bytes(body: bytes) -> bytes:
 def parse(body: bytes) -> etree._Element:
     """Parse a response body safely; raise XmlRejected for anything else."""
     safe = _safe_bytes(body)
+    if b"&#" in safe:
+        safe = _ILLEGAL_REFERENCE.sub(_stand_in, safe)
     try:
         root = etree.fromstring(safe, _parsers.parser)
     except etree.XMLSyntaxError as exc:
@@ -176,7 +194,12 @@ def is_nil(element: etree._Element) -> bool:
 
 def text_of(element: etree._Element) -> str:
     """All text inside an element (mixed content joined, as .NET reads it)."""
-    return "".join(str(piece) for piece in element.itertext())
+    return restore("".join(str(piece) for piece in element.itertext()))
+
+
+def restore(text: str) -> str:
+    """``text`` with the control characters the service wrote as references."""
+    return text.translate(_FROM_STAND_IN)
 
 
 _ESCAPES: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#xD;"})

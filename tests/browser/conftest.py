@@ -3,8 +3,8 @@ event loop of its own thread, and the system's headless Chromium.
 
 No browser is ever downloaded: Playwright drives ``/usr/bin/chromium`` (the
 Debian package). Without it these tests are skipped on a developer's machine,
-but fail under CI (``CI`` set), where ``.ci/run`` installs Chromium: a broken
-install must not pass as a skip.
+but fail under CI, where ``.ci/run`` installs Chromium: a broken install must
+not pass as a skip (tests/realparts.py).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from realparts import import_real_part, missing_real_part
 
 import verif_client as vc
 from verif_client.simulator import Server, Simulator, serve_in_thread
@@ -30,21 +31,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-_IN_CI = bool(os.environ.get("CI"))
-
-
-def _missing(reason: str) -> None:
-    if _IN_CI:
-        pytest.fail(f"{reason}; CI must run the browser tests", pytrace=False)
-    pytest.skip(reason)
-
-
-try:
-    import playwright.sync_api  # noqa: F401
-except ImportError:  # pragma: no cover - depends on the machine
-    if _IN_CI:
-        raise
-    pytest.skip("Playwright is not installed", allow_module_level=True)
+import_real_part("playwright.sync_api", "Playwright is not installed")
 
 from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
 
@@ -79,13 +66,24 @@ def client(portal: BlockingPortal, server: Server) -> Iterator[vc.VerificationCl
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     if not os.path.exists(CHROMIUM):
-        _missing(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+        missing_real_part(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def rebound_browser(browser: Browser, server: Server) -> Iterator[Browser]:
+    """A Chromium whose DNS answers attacker.test with the simulator's address."""
+    rules = f"--host-resolver-rules=MAP attacker.test {server.host}"
+    rebound = browser.browser_type.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, rules])
+    try:
+        yield rebound
+    finally:
+        rebound.close()
 
 
 @pytest.fixture

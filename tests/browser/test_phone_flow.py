@@ -174,3 +174,37 @@ def test_every_control_has_a_label(
                  .map(el => el.outerHTML)"""
         )
         assert unlabelled == []
+
+
+def test_a_rebound_name_gets_nothing_in_a_real_browser(
+    rebound_browser: Browser,
+    server: Server,
+    simulator: Simulator,
+    portal: BlockingPortal,
+    client: vc.VerificationClient,
+) -> None:
+    # DNS rebinding as Chromium sees it: attacker.test resolves to the simulator's
+    # address, so its pages are "same-origin" with the inbox; only Host tells.
+    request_id = _send(portal, client, "Pay $25 to ACME?")
+    page = rebound_browser.new_page()
+    attacker = f"http://attacker.test:{server.port}"
+    for path in ("/phone/", "/phone/inbox.json", f"/phone/link/{request_id}"):
+        response = page.goto(attacker + path)
+        assert response is not None
+        assert response.status == 403, path
+        assert NUMBER not in page.content()
+        assert "Pay $25" not in page.content()
+    # Its own script posting "Yes", as a same-origin fetch now is.
+    status = page.evaluate(
+        """async (path) => (await fetch(path, {method: 'POST',
+             headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+             body: 'answer=yes'})).status""",
+        f"/phone/link/{request_id}/answer",
+    )
+    assert status == 403
+    # The simulator's own address still serves the same browser.
+    own = page.goto(f"{server.base_url}/phone/")
+    assert own is not None
+    assert own.status == 200
+    assert NUMBER in page.content()
+    assert simulator.secure_link(request_id).verification == "pending"

@@ -21,9 +21,11 @@ What a bad peer cannot do to it:
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import select
+import socket
 import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -34,12 +36,15 @@ import anyio
 import anyio.abc
 import h11
 
-from .._clock import loop_backend, loop_clock
+from .._clock import loop_backend, loop_clock, running_loop
 from .._codec import HTTPRequest
+from .._errors import VerifClientError
 from .._inflate import ACCEPT_ENCODING
 from . import Answer, SendError
 from ._body import CappedBody, check_declared_length
+from ._proxy import Proxy, ProxyRefused, open_tunnel
 from ._receiver import AsyncioReceiver
+from ._tls import ClientCert, certificate_refused, tls_context
 
 # An idle connection older than this is closed rather than reused: servers
 # drop idle keep-alive connections after a few seconds (IIS: 120 s, many
@@ -68,7 +73,7 @@ def _stand_in(method: str) -> h11.Request:
 
 
 class _Connection:
-    __slots__ = ("h11", "idle_since", "plain_fd", "poller", "receive", "receiver", "stream")
+    __slots__ = ("fd", "h11", "idle_since", "plain_fd", "poller", "receive", "receiver", "stream")
 
     def __init__(
         self, stream: anyio.abc.ByteStream, receiver: AsyncioReceiver | None, *, tls: bool
@@ -76,7 +81,7 @@ class _Connection:
         self.stream = stream
         # poll(), not select(): a process with 1,024 connections has fds past FD_SETSIZE.
         self.poller = select.poll()
-        fd = stream.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
+        fd = self.fd = stream.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
         self.poller.register(fd, select.POLLIN)
         # Where a request can be written with one write(2) (see _write); -1 over TLS.
         self.plain_fd = -1 if tls else fd
@@ -94,6 +99,18 @@ class _Connection:
         if self.receiver is not None:
             self.receiver.closed_here = True
         await anyio.aclose_forcefully(self.stream)
+
+    def abandon(self) -> None:
+        """End a connection of another (likely closed) event loop without
+        touching that loop: its stream's close() would schedule work on it.
+        A shutdown through a duplicate of the socket ends the TCP connection;
+        the socket itself is closed when the dead loop's objects are collected."""
+        try:
+            duplicate = socket.socket(fileno=os.dup(self.fd))
+        except OSError:
+            return  # already closed
+        with duplicate, contextlib.suppress(OSError):
+            duplicate.shutdown(socket.SHUT_RDWR)
 
 
 def _read_in_heap_sized_chunks(stream: object) -> None:
@@ -125,13 +142,17 @@ class _Attempt:
 
 
 class ConnectionPool:
-    """Connections to one origin (the client's ``base_url``)."""
+    """Connections to one origin (the client's ``base_url``), directly or
+    through one proxy (see _proxy)."""
 
     def __init__(
         self,
         base_url: str,
         *,
         verify: bool | ssl.SSLContext = True,
+        cert: ClientCert | None = None,
+        trusted: tuple[str | None, str | None] = (None, None),
+        proxy: Proxy | None = None,
         max_idle: int = 16,
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
     ) -> None:
@@ -160,6 +181,17 @@ class ConnectionPool:
             self._problem = f"InvalidURL: base_url {base_url!r} names no host"
         self._port = port or (443 if self._tls else 80)
         self._verify = verify
+        self._cert = cert
+        self._trusted = trusted
+        self._proxy = proxy
+        # Where connections go, and what a request line and its headers get
+        # for the proxy: all decided here, so a pool without one does no more
+        # per request than before.
+        self._dial = (self._host, self._port) if proxy is None else (proxy.host, proxy.port)
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self._tunnel_to = f"{host}:{self._port}" if proxy is not None and self._tls else None
+        self._absolute = f"http://{self._authority}" if proxy is not None and not self._tls else ""
+        self._for_proxy = proxy.headers if proxy is not None and not self._tls else ()
         self._ssl: ssl.SSLContext | None = None
         self._idle: deque[_Connection] = deque()
         self._busy: set[_Connection] = set()
@@ -167,10 +199,23 @@ class ConnectionPool:
         self._expiry = keepalive_expiry
         self._closed = False
         self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], bytes] = {}
-        # The running backend's primitives (see _clock), looked up again
-        # whenever no connection is open: connections belong to one loop.
+        # The running backend's primitives (see _clock), for the event loop
+        # the open connections belong to (see _adopt).
+        self._owner: object = None
         self._loop: Any = None
         self._now = anyio.current_time
+
+    def _adopt(self, owner: object) -> None:
+        """Bind the pool to the running event loop. Connections of another
+        loop (``asyncio.run`` called again, a module-level client) are never
+        reused: their streams belong to that loop, dead or not."""
+        for connection in (*self._idle, *self._busy):
+            connection.abandon()
+        self._idle.clear()
+        self._busy.clear()
+        self._owner = owner
+        self._loop = loop_backend()
+        self._now = loop_clock()
 
     @property
     def open_connections(self) -> int:
@@ -181,25 +226,34 @@ class ConnectionPool:
     ) -> Answer:
         if self._problem is not None:
             raise SendError(self._problem, never_sent=True)
-        loop = self._loop
-        if loop is None or not (self._idle or self._busy):
-            loop = self._loop = loop_backend()
-            self._now = loop_clock()
+        owner = running_loop()
+        if owner is not self._owner:
+            self._adopt(owner)
         attempt = _Attempt()
         answer: Answer | None = None
         try:
-            with loop.create_cancel_scope(deadline=self._now() + time_limit):
+            with self._loop.create_cancel_scope(deadline=self._now() + time_limit):
                 answer = await self._attempt(request, max_response_bytes, operation, attempt)
         except h11.ProtocolError as exc:
             raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             reason = "the client was closed" if self._closed else _reason(exc)
+            if self._tls and certificate_refused(reason):
+                raise self._certificate_refused(reason) from None
             kind = "ReadError" if attempt.written else "WriteError"
             raise SendError(f"{kind}: {reason}", never_sent=not attempt.written) from None
+        except Exception as exc:
+            if not attempt.written or isinstance(exc, VerifClientError):
+                raise  # a bug before anything left, or our own typed answer
+            # Whatever failed once bytes left, the service may have the
+            # request: the caller must hear "delivery unknown", not a foreign error.
+            raise SendError(f"ReadError: {type(exc).__name__}: {exc}", never_sent=False) from None
         if answer is None:
             if attempt.connection is None:
+                through = "" if self._proxy is None else f" through the proxy {self._proxy.shown}"
                 raise SendError(
-                    f"ConnectTimeout: no connection to {self._authority} within {time_limit:g} s",
+                    f"ConnectTimeout: no connection to {self._authority}{through} "
+                    f"within {time_limit:g} s",
                     never_sent=True,
                 )
             raise SendError(
@@ -246,6 +300,18 @@ class ConnectionPool:
             return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
         return head + b"\r\n"
 
+    def _certificate_refused(self, reason: str) -> SendError:
+        # The server ended the handshake (under TLS 1.3 its end comes as the
+        # first answer): no request reached the service.
+        if self._cert is None:
+            wanted = (
+                "asked for a client certificate and none was given "
+                "(cert=; on the command line --client-cert)"
+            )
+        else:
+            wanted = f"refused the client certificate {self._cert.certfile}"
+        return SendError(f"ConnectError: the server {wanted}: {reason}", never_sent=True)
+
     def _head(self, request: HTTPRequest) -> bytes:
         """The request line and headers (without Content-Length), checked once per shape."""
         target = self._prefix + request.path
@@ -255,6 +321,7 @@ class ConnectionPool:
             ("Accept-Encoding", ACCEPT_ENCODING),
             ("User-Agent", _USER_AGENT),
             *self._basic,
+            *self._for_proxy,
         ]
         problem = None
         if not _TOKEN.fullmatch(request.method) or not _TARGET.fullmatch(target):
@@ -264,7 +331,8 @@ class ConnectionPool:
                 problem = f"header {name!r}"
         if problem is not None:
             raise SendError(f"LocalProtocolError: illegal {problem}", never_sent=True)
-        lines = [f"{request.method} {target} HTTP/1.1"]
+        # Through a proxy, plain HTTP names the whole URL (absolute form).
+        lines = [f"{request.method} {self._absolute}{target} HTTP/1.1"]
         lines.extend(f"{name}: {value}" for name, value in headers)
         return ("\r\n".join(lines) + "\r\n").encode("ascii")
 
@@ -300,10 +368,18 @@ class ConnectionPool:
 
     async def _connect(self) -> _Connection:
         try:
-            stream: anyio.abc.ByteStream = await anyio.connect_tcp(self._host, self._port)
+            stream: anyio.abc.ByteStream = await anyio.connect_tcp(*self._dial)
         except OSError as exc:
+            if self._proxy is not None:
+                raise ProxyRefused(
+                    f"cannot connect to the proxy {self._proxy.shown}: {_reason(exc)}",
+                    proxy=self._proxy.shown,
+                ) from None
             raise SendError(f"ConnectError: {_reason(exc)}", never_sent=True) from None
         try:
+            if self._tunnel_to is not None:
+                assert self._proxy is not None
+                await open_tunnel(stream, self._proxy, self._tunnel_to)
             receiver = AsyncioReceiver.take_over(stream)
             if self._tls:
                 # The handshake as anyio.connect_tcp(ssl_context=...) makes it,
@@ -330,15 +406,7 @@ class ConnectionPool:
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
-            if isinstance(self._verify, ssl.SSLContext):
-                self._ssl = self._verify
-            else:
-                context = ssl.create_default_context(cafile=_ca_bundle())
-                if not self._verify:
-                    context.check_hostname = False
-                    context.verify_mode = ssl.CERT_NONE
-                context.set_alpn_protocols(["http/1.1"])
-                self._ssl = context
+            self._ssl = tls_context(self._verify, self._cert, self._trusted)
         return self._ssl
 
     async def _release(self, connection: _Connection, now: float) -> None:
@@ -356,6 +424,8 @@ class ConnectionPool:
 
     async def aclose(self) -> None:
         self._closed = True
+        if self._owner is not None and running_loop() is not self._owner:
+            self._adopt(None)  # closed from another loop: theirs is not ours to use
         connections = [*self._idle, *self._busy]
         self._idle.clear()
         self._busy.clear()
@@ -535,13 +605,3 @@ def _reason(exc: BaseException) -> str:
             return text
         cause = cause.__cause__ or cause.__context__
     return type(exc).__name__
-
-
-def _ca_bundle() -> str | None:
-    # The same trust as httpx gave before this pool: certifi's bundle when it
-    # is installed (it comes with httpx), the system's otherwise.
-    try:
-        import certifi
-    except ImportError:  # pragma: no cover
-        return None
-    return str(certifi.where())

@@ -9,10 +9,11 @@ operation table; nothing here knows a particular operation.
 
 from __future__ import annotations
 
+import codecs
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Final
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 import attrs
 from lxml import etree
@@ -28,7 +29,14 @@ from ._wsdl import SERVICE_NAME, wsdl_document
 _INT64: Final = re.compile(r"[ \t\r\n]*[+-]?[0-9]+[ \t\r\n]*")
 _ACTION_PARAM: Final = re.compile(r';\s*action\s*=\s*"?([^";]*)"?', re.IGNORECASE)
 THROWN_MESSAGE: Final = "The simulated operation failed."
+_CHARSET_PARAM: Final = re.compile(r';\s*charset\s*=\s*"?([^";\s]*)', re.IGNORECASE)
+_DECLARED_ENCODING: Final = re.compile(r"""\A(<\?xml[^>]*?\bencoding\s*=\s*)(["'])[^"']*\2""")
 _CLR_NAMES: Final = {"long": "System.Int64", "int": "System.Int32", "string": "System.String"}
+MAX_QUERY_LENGTH: Final = 2048  # ASP.NET's default maxQueryStringLength
+MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024  # ASP.NET's default maxRequestLength
+_BOMS: Final = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_UNREADABLE: Final = "Server was unable to read request. ---> "
+_UNPROCESSABLE: Final = "Server was unable to process request. ---> "
 
 
 @attrs.frozen(slots=True)
@@ -42,6 +50,27 @@ class Request:
     body: bytes
     host: str
     scheme: str = "http"
+    repeated: frozenset[str] = frozenset()
+    """Header names (lower-cased) the request carried more than once."""
+    server_host: str | None = None
+    """The address the simulator serves on (the bound host), if known."""
+    too_large: bool = False
+    """The body was over ASP.NET's request limit and was not kept."""
+
+
+def header_map(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], frozenset[str]]:
+    """Headers by lower-cased name (repeats joined with ", ", as ASP.NET reads
+    them) and the names that were repeated."""
+    headers: dict[str, str] = {}
+    repeated: set[str] = set()
+    for name, value in pairs:
+        key = name.lower()
+        if key in headers:
+            repeated.add(key)
+            headers[key] = f"{headers[key]}, {value}"
+        else:
+            headers[key] = value
+    return headers, frozenset(repeated)
 
 
 @attrs.frozen(slots=True)
@@ -70,6 +99,9 @@ def _strip_quotes(value: str) -> str:
     return value
 
 
+_SOAP_MEDIA: Final = {"text/xml": "soap11", "application/soap+xml": "soap12"}
+
+
 class _SoapError(Exception):
     def __init__(self, binding: str, code: str, reason: str) -> None:
         super().__init__(reason)
@@ -86,6 +118,7 @@ class AsmxEndpoint:
         namespace: str,
         endpoint_path: str,
         credentials: tuple[str, str] | None,
+        accept_any_credentials: bool = False,
         credential_failure: str = "message",
         throws: Collection[str] = (),
     ) -> None:
@@ -94,6 +127,7 @@ class AsmxEndpoint:
         self.namespace = namespace
         self.endpoint_path = endpoint_path.rstrip("/")
         self.credentials = credentials
+        self.accept_any_credentials = accept_any_credentials
         self._by_action = {soap_action(namespace, op.name): op for op in OPERATIONS}
         self._by_name = {op.name: op for op in OPERATIONS}
         self._by_lower_name = {op.name.lower(): op for op in OPERATIONS}
@@ -105,7 +139,12 @@ class AsmxEndpoint:
         """An immediate answer (WSDL, help, 404) or a call to the service."""
         path = request.path.lower()
         endpoint = self.endpoint_path.lower()
-        if path in (endpoint, endpoint + "/"):
+        if path != endpoint and not path.startswith(endpoint + "/"):
+            return r.not_found()
+        refused = self._refused_before_routing(request, path == endpoint)
+        if refused is not None:
+            return refused
+        if path == endpoint or (path == endpoint + "/" and request.method != "POST"):
             if request.method in ("GET", "HEAD"):
                 keys = {
                     key.lower()
@@ -117,7 +156,8 @@ class AsmxEndpoint:
                 return r.help_page(SERVICE_NAME, [op.name for op in OPERATIONS])
             if request.method == "POST":
                 return self._soap_call(request)
-        elif path.startswith(endpoint + "/"):
+        else:
+            # A POST to ".asmx/" names an empty method: not SOAP, and no method.
             name = request.path[len(self.endpoint_path) + 1 :]
             binding = "http-get" if request.method == "GET" else "http-post"
             op = self._by_name.get(name)
@@ -150,8 +190,6 @@ class AsmxEndpoint:
                     *r.GET_HANDLER,
                 ),
             )
-        else:
-            return r.not_found()
         return Call(
             binding="unknown",
             error=r.asmx_error(
@@ -159,6 +197,27 @@ class AsmxEndpoint:
                 *r.GET_HANDLER,
             ),
         )
+
+    def _refused_before_routing(self, request: Request, soap_path: bool) -> Call | None:
+        """What ASP.NET refuses before ASMX looks at the request, in its order."""
+        media = _media_type(request.headers.get("content-type"))
+        soap_binding = _SOAP_MEDIA.get(media) if soap_path and request.method == "POST" else None
+        binding = soap_binding or ("http-get" if request.method == "GET" else "http-post")
+        if len(request.query) > MAX_QUERY_LENGTH:
+            return Call(binding, error=r.query_too_long())
+        if request.too_large:
+            if soap_binding is not None:
+                reason = f"{_UNPROCESSABLE}Maximum request length exceeded."
+                return Call(soap_binding, error=self._fault(soap_binding, "Server", reason))
+            return Call(
+                binding,
+                error=r.asmx_error(
+                    "System.Web.HttpException (0x80004005): Maximum request length exceeded."
+                ),
+            )
+        if request.method == "POST" and "content-type" in request.repeated:
+            return Call(binding, error=r.Response(415, None, b""))
+        return None
 
     # -- HTTP GET / POST ------------------------------------------------------
 
@@ -254,13 +313,9 @@ class AsmxEndpoint:
 
     def _soap_call(self, request: Request) -> Call:
         content_type = request.headers.get("content-type")
-        media = _media_type(content_type)
         soap_action = request.headers.get("soapaction")
-        if media == "text/xml":
-            declared = "soap11"
-        elif media == "application/soap+xml":
-            declared = "soap12"
-        else:
+        declared = _SOAP_MEDIA.get(_media_type(content_type))
+        if declared is None:
             return Call(
                 "unknown",
                 soap_action=soap_action,
@@ -295,29 +350,32 @@ class AsmxEndpoint:
         op: Operation | None = None
         if call.binding == "soap11":
             # ASMX routes SOAP 1.1 on the header before it reads a byte of the
-            # body; without one (or an empty one) it routes on the body element.
-            action = _strip_quotes(call.soap_action or "")
-            if action:
-                op = self._action_operation(action, call.binding)
+            # body, URL-decoding it; only an absent header routes on the body
+            # element (an empty one names no operation).
+            if call.soap_action is not None:
+                op = self._action_operation(unquote(_strip_quotes(call.soap_action)), "soap11")
         else:
             # SOAP 1.2: an action= it knows routes the call; any other is ignored.
             action_param = _ACTION_PARAM.search(call.content_type or "")
             op = self._by_action.get(action_param.group(1)) if action_param else None
+        # Routed by the action, a broken envelope is the caller's ("unable to
+        # read", Client); routed by the body element, the router trips over it
+        # first and it is the server's ("unable to process", Server).
+        broken = ("Client", _UNREADABLE) if op is not None else ("Server", _UNPROCESSABLE)
         try:
-            root = _xml.parse(request.body)
+            root = _xml.parse(_as_declared(request.body, call.content_type))
         except _xml.XmlRejected:
             if call.binding == "soap11":
                 return attrs.evolve(call, operation=op, error=r.Response(400, None, b""))
             raise _SoapError(
                 "soap12",
                 "Server",
-                "Server was unable to process request. ---> Data at the root level is invalid. "
-                "Line 1, position 1.",
+                f"{_UNPROCESSABLE}Data at the root level is invalid. Line 1, position 1.",
             ) from None
         # The envelope's namespace, not the Content-Type, says which SOAP it is.
         namespace = etree.QName(root).namespace
         binding = next((b for b, env in SOAP_ENVELOPES.items() if env == namespace), None)
-        if binding is None or _xml.local_name(root.tag) != "Envelope":
+        if binding is None:
             expected_env = SOAP_ENVELOPES[call.binding]
             raise _SoapError(
                 call.binding,
@@ -325,8 +383,19 @@ class AsmxEndpoint:
                 f"Possible SOAP version mismatch: Envelope namespace "
                 f"{namespace} was unexpected. Expecting {expected_env}.",
             )
+        if binding == "soap11" and call.binding == "soap12":
+            # SOAP 1.1 must come as text/xml; the other way round is allowed.
+            return attrs.evolve(call, operation=op, error=r.Response(415, None, b""))
         call = attrs.evolve(call, binding=binding)
-        header = _xml.child(root, "Header")
+        if _xml.local_name(root.tag) != "Envelope":
+            raise _SoapError(
+                binding,
+                broken[0],
+                f"{broken[1]}Request format is invalid: Missing required soap:Envelope element.",
+            )
+        # Headers are read only where they belong, before the Body.
+        first = _xml.first_element_child(root)
+        header = first if first is not None and _xml.local_name(first.tag) == "Header" else None
         auth = None
         if header is not None:
             auth = next(
@@ -342,7 +411,13 @@ class AsmxEndpoint:
             username = self._text(auth, "ApiUsername")
             password = self._text(auth, "ApiPassword")
         body = _xml.child(root, "Body")
-        element = _xml.first_element_child(body) if body is not None else None
+        if body is None:
+            raise _SoapError(
+                binding,
+                broken[0],
+                f"{broken[1]}Request format is invalid: Missing required soap:Body element.",
+            )
+        element = _xml.first_element_child(body)
         if op is None:
             if element is not None and etree.QName(element).namespace == self.namespace:
                 op = self._by_lower_name.get(_xml.local_name(element.tag).lower())
@@ -403,7 +478,7 @@ class AsmxEndpoint:
         call = attrs.evolve(call, params=received, values=values)
         if header is not None:
             self._check_must_understand(header, binding)
-        if self.credentials is not None and (username, password) != self.credentials:
+        if not self._authenticated(username, password):
             failure = (
                 r.unauthorized()
                 if self.credential_failure == "http-401"
@@ -411,6 +486,14 @@ class AsmxEndpoint:
             )
             return attrs.evolve(call, error=failure)
         return call
+
+    def _authenticated(self, username: str | None, password: str | None) -> bool:
+        """The service answers a missing or empty AuthenticationHeader as a wrong one."""
+        if self.accept_any_credentials:
+            return True
+        if self.credentials is not None:
+            return (username, password) == self.credentials
+        return bool(username) and bool(password)
 
     def _check_must_understand(self, header: etree._Element, binding: str) -> None:
         """A header the service does not declare, marked mustUnderstand, is a fault."""
@@ -435,10 +518,7 @@ class AsmxEndpoint:
     @staticmethod
     def _unreadable(node: etree._Element | None, inner: str) -> str:
         line = node.sourceline if node is not None and node.sourceline else 1
-        return (
-            "Server was unable to read request. ---> There is an error in XML document "
-            f"({line}, 1). ---> {inner}"
-        )
+        return f"{_UNREADABLE}There is an error in XML document ({line}, 1). ---> {inner}"
 
     # -- running a call ---------------------------------------------------------
 
@@ -460,7 +540,7 @@ class AsmxEndpoint:
     def _thrown(self, op: Operation, binding: str) -> r.Response:
         """What ASMX sends when the web method itself throws."""
         if binding in SOAP_ENVELOPES:
-            reason = f"Server was unable to process request. ---> {THROWN_MESSAGE}"
+            reason = f"{_UNPROCESSABLE}{THROWN_MESSAGE}"
             return self._fault(binding, "Server", reason)
         return r.asmx_error(
             f"System.Exception: {THROWN_MESSAGE}",
@@ -470,6 +550,22 @@ class AsmxEndpoint:
             "System.Web.Services.Protocols.WebServiceHandler.Invoke()",
             "System.Web.Services.Protocols.WebServiceHandler.CoreProcessRequest()",
         )
+
+
+def _as_declared(body: bytes, content_type: str | None) -> bytes:
+    """The body as ASMX reads it: a charset in the Content-Type wins over the
+    document's own declaration (only a byte order mark beats it), and a byte
+    that is not of that charset becomes U+FFFD instead of an error."""
+    match = _CHARSET_PARAM.search(content_type or "")
+    if match is None or body.startswith(_BOMS):
+        return body
+    try:
+        charset = codecs.lookup(match.group(1)).name
+    except LookupError:
+        return body
+    text = body.decode(charset, "replace")
+    # Handed on as UTF-8, so a declaration must now say UTF-8.
+    return _DECLARED_ENCODING.sub(r"\1\2utf-8\2", text, count=1).encode("utf-8")
 
 
 def _convert(xsd: _xsd.XsdType, text: str) -> object:

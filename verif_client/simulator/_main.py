@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,8 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The simulator's options, shared with ``verif-client simulate``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=PORT, default=8765, help="port (default 8765; 0 = any)")
-    parser.add_argument("--username", help="required SOAP ApiUsername (default: accept any)")
-    parser.add_argument("--password", help="required SOAP ApiPassword (with --username)")
+    parser.add_argument(
+        "--username",
+        help="the only SOAP ApiUsername accepted (VERIF_API_USERNAME with verif-client; "
+        "default: any non-empty one)",
+    )
+    parser.add_argument(
+        "--password",
+        help="the only SOAP ApiPassword accepted, with --username (default: VERIF_API_PASSWORD)",
+    )
+    parser.add_argument(
+        "--accept-any-credentials",
+        action="store_true",
+        help="let SOAP calls through with any credentials or none (the service refuses "
+        "a missing or empty AuthenticationHeader; by default so does the simulator)",
+    )
     parser.add_argument(
         "--pending-polls",
         type=COUNT,
@@ -83,10 +97,34 @@ def simulator_from_args(args: argparse.Namespace) -> Simulator:
         verified_dialect=args.verified_dialect,
         throws=args.throws,
     )
-    credentials = None
-    if args.username is not None or args.password is not None:
-        credentials = (args.username or "", args.password or "")
-    return Simulator(credentials=credentials, config=config)
+    return Simulator(
+        credentials=_credentials(args),
+        config=config,
+        accept_any_credentials=args.accept_any_credentials,
+    )
+
+
+def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The one username and password accepted, or None for any non-empty pair.
+
+    The password comes from --password or, as for every other command, from
+    VERIF_API_PASSWORD; a username without a password (or the other way round)
+    would make every call fail, so it is refused at start.
+    """
+    password = args.password
+    if password is None and args.username is not None:
+        password = os.environ.get("VERIF_API_PASSWORD")
+    if args.username is None and password is None:
+        return None
+    if args.accept_any_credentials:
+        raise ValueError("--accept-any-credentials: not with --username/--password")
+    if not args.username:
+        raise ValueError("--password needs --username (or VERIF_API_USERNAME)")
+    if not password:
+        raise ValueError(
+            f"--username {args.username!r} needs a password: --password or VERIF_API_PASSWORD"
+        )
+    return args.username, password
 
 
 async def run(simulator: Simulator, host: str, port: int) -> None:
@@ -100,7 +138,11 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     parser = build_parser(prog) if prog else build_parser()
     args = parser.parse_args(argv)
     try:
-        anyio.run(run, simulator_from_args(args), args.host, args.port)
+        simulator = simulator_from_args(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        anyio.run(run, simulator, args.host, args.port)
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
     except OSError as exc:

@@ -13,11 +13,19 @@ while the simulator runs could otherwise answer "Yes" by a hidden form. A
 browser names where a post comes from (``Origin``, or ``Sec-Fetch-Site``, or
 at least ``Referer``); the post must come from the pages' own host. A request
 naming none of them is not a browser's, so there is no visitor to forge for.
+
+A page of another site can also reach them by DNS rebinding: its own name,
+re-pointed to 127.0.0.1, makes the browser treat the inbox as that site's own
+and read it. The browser still sends that name as ``Host``, so every page is
+refused unless ``Host`` names the address the simulator serves: a loopback
+name or address, or the host it was bound to (bound to a wildcard address, any
+IP address literal too, which no DNS answer can fake).
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import math
 import re
@@ -129,6 +137,35 @@ def _from_elsewhere(request: Request) -> bool:
     return referer is not None and urlsplit(referer).netloc.lower() != host
 
 
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "127.0.0.1", "::1"})
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::"})
+
+
+def _host_name(host: str) -> str:
+    """The name in a Host header, without its port or IPv6 brackets."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _served_here(request: Request) -> bool:
+    """Whether the Host header names this simulator rather than another site."""
+    name = _host_name(request.host)
+    bound = _host_name(request.server_host or "")
+    if name in _LOOPBACK_NAMES or name.endswith(".localhost") or name == bound:
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback or bound in _WILDCARDS
+
+
+class _OtherHost(Exception):
+    pass
+
+
 class PhonePages:
     """Routes ``/phone/...`` requests against one simulator."""
 
@@ -145,8 +182,13 @@ class PhonePages:
         except _CrossSite:
             message = "Refused: this form was posted from another site."
             return _html(403, pages.error_page(403, message))
+        except _OtherHost:
+            message = "Refused: open the phone pages at the simulator's own address."
+            return _html(403, pages.error_page(403, message))
 
     def _route(self, request: Request) -> Response:
+        if not _served_here(request):
+            raise _OtherHost
         if request.path == PREFIX.rstrip("/"):
             return _redirect(PREFIX)
         parts = request.path[len(PREFIX) :].split("/")

@@ -127,6 +127,37 @@ def service_unavailable() -> Response:
     return Response(503, "text/html; charset=us-ascii", page.encode("ascii"))
 
 
+def query_too_long() -> Response:
+    # ASP.NET refuses it before any handler runs, with its own error page.
+    message = (
+        "The length of the query string for this request exceeds the configured "
+        "maxQueryStringLength value."
+    )
+    page = (
+        "<!DOCTYPE html>\r\n<html>\r\n<head>\r\n<title>Bad Request</title>\r\n</head>\r\n"
+        "<body>\r\n<h1>Server Error in '/' Application.</h1>\r\n"
+        f"<h2><i>{message}</i></h2>\r\n<p><b>Exception Details:</b> System.Web.HttpException: "
+        f"{message}</p>\r\n</body>\r\n</html>\r\n"
+    )
+    return Response(400, HTML_UTF8, page.encode("ascii"))
+
+
+def bad_request(too_long: bool) -> Response:
+    # HTTP.sys answers a request it cannot read itself, before IIS sees it.
+    heading, detail = (
+        ("Bad Request - Request Too Long", "The size of the request headers is too long.")
+        if too_long
+        else ("Bad Request", "The request is badly formed.")
+    )
+    page = (
+        '<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01//EN""http://www.w3.org/TR/html4/strict.dtd">'
+        "\r\n<HTML><HEAD><TITLE>Bad Request</TITLE>\r\n"
+        '<META HTTP-EQUIV="Content-Type" Content="text/html; charset=us-ascii"></HEAD>\r\n'
+        f"<BODY><h2>{heading}</h2>\r\n<hr><p>HTTP Error 400. {detail}</p>\r\n</BODY></HTML>\r\n"
+    )
+    return Response(400, "text/html; charset=us-ascii", page.encode("ascii"))
+
+
 def help_page(service: str, operations: list[str]) -> Response:
     items = "".join(
         f'<li><a href="?op={_xml.escape(name)}">{_xml.escape(name)}</a></li>' for name in operations

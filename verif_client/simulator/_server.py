@@ -6,11 +6,17 @@ app raises :class:`ConnectionDropped` the socket is closed without a byte of
 answer, which is what a client must survive. It reads each request body whole
 before calling the app (bodies here are small) and is meant for loopback
 testing, not for the internet.
+
+Where HTTP.sys answers a request h11 would refuse, so does this server: raw
+non-ASCII bytes in the request line are taken (as their %XX escapes, which
+decode to the same bytes), and a head over 16 KiB or one that cannot be read
+gets HTTP.sys's 400 page before the connection closes.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import asynccontextmanager, contextmanager
 from http import HTTPStatus
@@ -25,6 +31,7 @@ import httpx
 from anyio.from_thread import start_blocking_portal
 
 from .._service import ENDPOINT_PATH
+from . import _responses
 
 ASGIApp = Callable[
     [
@@ -38,6 +45,8 @@ ASGIApp = Callable[
 _log = logging.getLogger("verif_client.simulator")
 _MAX_BODY: Final = 8 * 1024 * 1024
 _READ_SIZE: Final = 65536
+_MAX_HEAD: Final = 16 * 1024  # HTTP.sys's MaxRequestBytes default
+_NON_ASCII: Final = re.compile(rb"[\x80-\xff]")
 
 
 class ConnectionDropped(httpx.RemoteProtocolError):
@@ -129,15 +138,46 @@ class _Connection:
         self.app = app
         self.stream = stream
         self.server = server
-        self.h11 = h11.Connection(h11.SERVER)
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+        self.in_request_line = True
 
     async def run(self) -> None:
         async with self.stream:
             try:
                 while await self._exchange():
                     self.h11.start_next_cycle()
+                    self.in_request_line = True
+            except h11.RemoteProtocolError as exc:
+                await self._refuse(too_long=exc.error_status_hint == 431)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, h11.ProtocolError):
                 pass
+
+    async def _refuse(self, *, too_long: bool) -> None:
+        """HTTP.sys's answer to a request it cannot read; then the connection closes."""
+        if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        page = _responses.bad_request(too_long)
+        headers = [
+            (b"content-type", str(page.content_type).encode("ascii")),
+            (b"server", b"Microsoft-HTTPAPI/2.0"),
+            (b"content-length", str(len(page.body)).encode("ascii")),
+            (b"connection", b"close"),
+        ]
+        try:
+            await self._write(h11.Response(status_code=400, headers=headers, reason=b"Bad Request"))
+            await self._write(h11.Data(data=page.body))
+            await self._write(h11.EndOfMessage())
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, h11.ProtocolError):
+            pass
+
+    def _receive(self, data: bytes) -> None:
+        if self.in_request_line and data:
+            # A pipelined request already buffered by h11 is not rewritten: a rare case.
+            end = data.find(b"\n")
+            line, rest = (data, b"") if end == -1 else (data[:end], data[end:])
+            self.in_request_line = end == -1
+            data = _NON_ASCII.sub(lambda m: b"%%%02X" % m.group()[0], line) + rest
+        self.h11.receive_data(data)
 
     async def _next_event(self) -> Any:
         while True:
@@ -148,12 +188,19 @@ class _Connection:
                 data = await self.stream.receive(_READ_SIZE)
             except (anyio.EndOfStream, anyio.BrokenResourceError):
                 data = b""
-            self.h11.receive_data(data)
+            self._receive(data)
 
     async def _exchange(self) -> bool:
         """Serve one request; True when the connection can carry another."""
         request = await self._next_event()
         if not isinstance(request, h11.Request):
+            return False
+        # h11 bounds only a head still incomplete; HTTP.sys bounds every head.
+        head_size = len(request.target) + sum(
+            len(name) + len(value) + 4 for name, value in request.headers
+        )
+        if head_size > _MAX_HEAD:
+            await self._refuse(too_long=True)
             return False
         chunks: list[bytes] = []
         size = 0

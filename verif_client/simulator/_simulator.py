@@ -13,7 +13,7 @@ from .._results import Location
 from .._service import DEFAULT_NAMESPACE
 from . import _phone
 from . import _responses as r
-from ._asmx import AsmxEndpoint, Call, Request
+from ._asmx import MAX_REQUEST_BYTES, AsmxEndpoint, Call, Request, header_map
 from ._config import Script, SimulatorConfig
 from ._server import ConnectionDropped
 from ._state import SecureLinkRequest, ServiceState
@@ -25,8 +25,6 @@ Send = Callable[[Message], Awaitable[None]]
 
 if TYPE_CHECKING:
     from ._transport import SimulatorTransport
-
-MAX_REQUEST_BYTES = 4 * 1024 * 1024  # ASP.NET's default maxRequestLength
 
 
 @attrs.frozen(slots=True)
@@ -55,9 +53,13 @@ class Simulator:
     """An in-memory imitation of the VerificationServices v5 ASMX endpoint.
 
     Use it as an ASGI app (``httpx.ASGITransport(app=simulator)``) or on a port
-    with :func:`serve`. ``credentials=None`` accepts any SOAP credentials (or
-    none); otherwise SOAP calls must carry exactly these. HTTP GET/POST calls
-    carry no credentials on the real service and are always accepted.
+    with :func:`serve`. As the service does, every SOAP call must carry an
+    ``AuthenticationHeader``: with ``credentials=None`` any non-empty username
+    and password pass, with ``credentials=(username, password)`` only these; a
+    missing or empty one is answered as wrong credentials.
+    ``accept_any_credentials=True`` lets every SOAP call through, with or
+    without credentials. HTTP GET/POST calls carry no credentials on the real
+    service and are always accepted.
     ``manual=True`` (or ``SimulatorConfig(manual=True)``) leaves every request
     pending until a person answers it on the phone pages under ``/phone/``.
     """
@@ -69,7 +71,10 @@ class Simulator:
         config: SimulatorConfig | None = None,
         *,
         manual: bool = False,
+        accept_any_credentials: bool = False,
     ) -> None:
+        if accept_any_credentials and credentials is not None:
+            raise ValueError("give credentials or accept_any_credentials=True, not both")
         self.config = config or SimulatorConfig()
         if manual:
             self.config = attrs.evolve(self.config, manual=True)
@@ -82,6 +87,7 @@ class Simulator:
             namespace=namespace,
             endpoint_path=self.config.endpoint_path,
             credentials=credentials,
+            accept_any_credentials=accept_any_credentials,
             credential_failure=self.config.credential_failure,
             throws=self.config.throws,
         )
@@ -186,16 +192,7 @@ class Simulator:
             return
         if scope["type"] != "http":
             return
-        request = await _read_request(scope, receive)
-        if request is None:
-            await _send(
-                send,
-                r.asmx_error(
-                    "System.Web.HttpException (0x80004005): Maximum request length exceeded."
-                ),
-            )
-            return
-        await _send(send, await self.handle(request))
+        await _send(send, await self.handle(await _read_request(scope, receive)))
 
     def transport(self, base_url: str = "http://simulator") -> SimulatorTransport:
         """An in-process transport for ``VerificationClient(transport=...)`` that
@@ -265,7 +262,7 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-async def _read_request(scope: Scope, receive: Receive) -> Request | None:
+async def _read_request(scope: Scope, receive: Receive) -> Request:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -274,26 +271,28 @@ async def _read_request(scope: Scope, receive: Receive) -> Request | None:
             break
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_REQUEST_BYTES:
-            return None
-        chunks.append(chunk)
+        if size <= MAX_REQUEST_BYTES:
+            chunks.append(chunk)
         if not message.get("more_body", False):
             break
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in scope.get("headers", []):
-        name = raw_name.decode("latin-1").lower()
-        value = raw_value.decode("latin-1")
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    headers, repeated = header_map(
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in scope.get("headers", [])
+    )
     server = scope.get("server") or ("localhost", None)
     host = headers.get("host") or (f"{server[0]}:{server[1]}" if server[1] else server[0])
+    too_large = size > MAX_REQUEST_BYTES
     return Request(
         method=scope["method"].upper(),
         path=scope["path"],
         query=scope.get("query_string", b""),
         headers=headers,
-        body=b"".join(chunks),
+        body=b"" if too_large else b"".join(chunks),
         host=host,
         scheme=scope.get("scheme", "http"),
+        repeated=repeated,
+        server_host=server[0],
+        too_large=too_large,
     )
 
 

@@ -20,7 +20,7 @@ from .._codec import HTTPRequest
 from .._errors import ResponseTooLargeError
 from .._inflate import ACCEPT_ENCODING
 from .._transport import Answer, SendError
-from ._asmx import Request
+from ._asmx import MAX_REQUEST_BYTES, Request, header_map
 from ._server import ConnectionDropped
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class SimulatorTransport:
         self.simulator = simulator
         site = urlsplit(base_url)
         self._host = site.netloc or _HOST
+        self._server_host = site.hostname or _HOST
         self._scheme = site.scheme or "http"
 
     def __repr__(self) -> str:
@@ -60,10 +61,7 @@ class SimulatorTransport:
         refused, and a dropped connection is a ``SendError`` after sending.
         """
         path, _, query = request.path.partition("?")
-        headers: dict[str, str] = {}
-        for name, value in request.headers:
-            key = name.lower()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        headers, repeated = header_map(request.headers)
         headers.setdefault("accept-encoding", ACCEPT_ENCODING)
         if request.body:
             headers["content-length"] = str(len(request.body))
@@ -76,6 +74,9 @@ class SimulatorTransport:
             body=request.body,
             host=headers["host"],
             scheme=self._scheme,
+            repeated=repeated,
+            server_host=self._server_host,
+            too_large=len(request.body) > MAX_REQUEST_BYTES,
         )
         response = None
         try:

@@ -5,13 +5,17 @@ bare HTTP GET/POST documents are indented with two spaces and CRLF, as
 XmlSerializer does on Windows. Value types that may be null (``bool?``,
 ``double?``, ``int?``) are written ``xsi:nil="true"``; null strings and null
 records are left out. A CR in a string is written raw, as .NET's XmlWriter
-writes it: a client's parser reads it as LF. This module deliberately does not reuse the client's
+writes it: a client's parser reads it as LF. A character XML 1.0 does not
+allow (a control character, U+FFFE) is written as a character reference,
+``&#x1;``, as XmlSerializer does: well-formed XML no longer, and a client
+must cope. This module deliberately does not reuse the client's
 formatting code, so that a bug on one side shows up against the other.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Final
 
 from .. import _xml, _xsd
@@ -25,6 +29,13 @@ _CRLF: Final = "\r\n"
 
 SOAP_ENVELOPES: Final = {"soap11": _xml.SOAP11_ENV_NS, "soap12": _xml.SOAP12_ENV_NS}
 _SOAP12_CODES: Final = {"Client": "Sender", "Server": "Receiver"}
+_NOT_XML_CHAR: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def content_text(value: str) -> str:
+    """Element content as .NET's XmlTextWriter writes it (see the module's notes)."""
+    escaped = _xml.escape(value, cr_as_reference=False)
+    return _NOT_XML_CHAR.sub(lambda m: f"&#x{ord(m.group()):X};", escaped)
 
 
 def dotnet_double(value: float) -> str:
@@ -99,7 +110,7 @@ class _Writer:
                 return False
             self.parts.append(f'{self._pad(depth)}<{name} xsi:nil="true" />')
             return True
-        text = _xml.escape(format_simple(field.type, value), cr_as_reference=False)
+        text = content_text(format_simple(field.type, value))
         self.parts.append(
             f"{self._pad(depth)}<{name}>{text}</{name}>"
             if text
@@ -142,14 +153,14 @@ def bare_response(op: Operation, value: object, namespace: str) -> bytes:
     elif value is None:
         document = f'<{root} xsi:nil="true" xmlns:xsi="{XSI_NS}" xmlns="{ns}" />'
     else:
-        text = _xml.escape(format_simple(shape, value), cr_as_reference=False)
+        text = content_text(format_simple(shape, value))
         document = f'<{root} xmlns="{ns}">{text}</{root}>'
     return f"{DECLARATION}{_CRLF}{document}".encode()
 
 
 def soap_fault(binding: str, code: str, reason: str) -> bytes:
     """A fault as ASMX writes it; ``code`` is the SOAP 1.1 name (Client/Server/...)."""
-    text = _xml.escape(reason, cr_as_reference=False)
+    text = content_text(reason)
     if binding == "soap11":
         fault = (
             f"<soap:Fault><faultcode>soap:{code}</faultcode>"

@@ -1,8 +1,10 @@
 """pytest fixtures for testing code that calls the service (registered via ``pytest11``).
 
-``verif_simulator``: a fresh :class:`Simulator` per test (default config; any
-credentials accepted). ``verif_simulator_transport``: an ``httpx.ASGITransport``
-over it, to hand to ``httpx.AsyncClient`` or ``VerificationClient(transport=...)``.
+``verif_simulator``: a fresh :class:`Simulator` per test (default config). As
+on the service, a SOAP call needs a non-empty username and password (any), so
+a test catches a client built without them; the client fixture has some.
+``verif_simulator_transport``: an ``httpx.ASGITransport`` over it, to hand to
+``httpx.AsyncClient`` or ``VerificationClient(transport=...)``.
 ``verif_simulator_client``: a :class:`~verif_client.VerificationClient` (SOAP
 1.1) talking to that simulator in process through ``Simulator.transport()``,
 which builds no httpx objects (half the cost of a call through the ASGI

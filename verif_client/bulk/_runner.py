@@ -7,30 +7,21 @@ a finished one, whatever point the previous run was killed at.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
-import csv
-import functools
-import hashlib
-import io
-import itertools
 import json
 import logging
 import os
-import re
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator, Mapping
-from typing import IO, Any, Final, TypeVar, TypeVarTuple
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from typing import IO, Any, Final
 
 import anyio
 import anyio.abc
 import attrs
 
-from ._bindings import codec_for
-from ._client import VerificationClient
-from ._codec import Codec
-from ._errors import (
+from .._client import VerificationClient
+from .._errors import (
     AuthenticationError,
     DeliveryUnknownError,
     HTTPStatusError,
@@ -39,20 +30,12 @@ from ._errors import (
     TransportError,
     VerifClientError,
 )
-from ._journal import (
-    FINAL_STATES,
-    InputRow,
-    JobRow,
-    Journal,
-    JournalError,
-    RowState,
-    different_input_error,
-)
-from ._operations import SEND_CONFIRMATION_SMS
-from ._polling import LocationOutcome, PollStream, VerificationOutcome
-from ._pollpolicy import PollPolicy, PollStatus
-from ._service import Binding
-from ._terminal import safe
+from .._operations import SEND_CONFIRMATION_SMS
+from .._polling import LocationOutcome, PollStream, VerificationOutcome
+from .._pollpolicy import PollStatus
+from .._results import RequestResult
+from ._job import FINAL_STATES, BulkOptions, JobRow, RowState
+from ._journal import Journal, JournalError
 
 _SEND: Final = SEND_CONFIRMATION_SMS
 _VERIFICATION_STATES: Final = {
@@ -64,30 +47,10 @@ _VERIFICATION_STATES: Final = {
 
 
 logger = logging.getLogger("verif_client")
-T = TypeVar("T")
-Ts = TypeVarTuple("Ts")
 
-# Rows a worker claims at once: few, as claimed rows wait for the rate limit
-# while another worker could be sending them.
+# Rows claimed at once: what can start now, and the sent rows of an earlier run.
 _CLAIM_BATCH: Final = 20
 _POLL_BATCH: Final = 500
-
-# A "no" is final once the service has shown it says "not yet" with nil; a
-# service answering a plain bool says false until the owner acts (see PollPolicy).
-BULK_POLL_POLICY: Final = PollPolicy(false_means="auto")
-
-
-@attrs.frozen(slots=True)
-class BulkOptions:
-    """How a bulk job runs. ``deadline`` counts from each row's SMS."""
-
-    question: str | None = None
-    location: bool = False
-    concurrency: int = 50
-    deadline: float = 600.0
-    resend_unknown: bool = False
-    policy: PollPolicy = BULK_POLL_POLICY
-    encoding: str | None = None
 
 
 @attrs.define
@@ -99,6 +62,8 @@ class Progress:
     stopping: bool = False
     # time.monotonic() of the last SMS this run sent, for the ETA's bound.
     last_sent: float | None = None
+    # Requests per second the client is held to after the service answered 429.
+    slowed_to: float | None = None
 
     def move(self, old: RowState, new: RowState) -> None:
         """Count one row moving from state ``old`` to ``new``."""
@@ -119,184 +84,6 @@ class Progress:
     def pending(self) -> int:
         """How many rows have none yet."""
         return self.total - self.finished
-
-
-# -- input ----------------------------------------------------------------
-
-
-class BulkInputError(VerifClientError, ValueError):
-    """The input cannot make a job (the message says where and why).
-
-    Raised before anything is created: no journal, no output.
-    """
-
-
-_UNDECODED: Final = re.compile("[\udc80-\udcff]")
-
-
-def _decode(data: bytes, encoding: str | None, name: str) -> str:
-    """The input's text. UTF-8 (with or without a BOM) unless told otherwise;
-    under a forced encoding, bytes that do not decode are kept as surrogates
-    for their rows to be reported invalid."""
-    if encoding is None:
-        try:
-            return data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
-            column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-            raise BulkInputError(
-                f"{name}: line {line}, byte {column} (0x{data[exc.start]:02x}) is not UTF-8; "
-                "give the file's encoding with --encoding (Excel's CSV is often cp1252)"
-            ) from None
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise BulkInputError(f"--encoding {safe(encoding)!r}: no such encoding") from None
-    if encoding.replace("_", "-").lower() in ("utf-8", "utf8"):
-        encoding = "utf-8-sig"
-    return data.decode(encoding, errors="surrogateescape")
-
-
-def _undecoded(fields: list[str], encoding: str | None) -> str | None:
-    for field in fields:
-        found = _UNDECODED.search(field)
-        if found:
-            byte = ord(found.group()) - 0xDC00
-            return f"byte 0x{byte:02x} does not decode as {encoding}"
-    return None
-
-
-def _clean(text: str | None) -> str | None:
-    # A field that did not decode is stored for the record with U+FFFD in its
-    # undecodable bytes' place (the journal holds only valid text).
-    return None if text is None else _UNDECODED.sub("\ufffd", text)
-
-
-def read_input(
-    data: bytes,
-    default_question: str | None,
-    codec: Codec | Binding = Binding.SOAP11,
-    *,
-    encoding: str | None = None,
-    name: str = "input",
-) -> Iterator[InputRow]:
-    """Check the input as a whole, then read it row by row.
-
-    The file as a whole (its encoding, its header, a question for its rows,
-    at least one row) is checked now, raising :class:`BulkInputError`; a bad
-    row is then reported in its :class:`InputRow`, never fatal. Rows are
-    checked with the codec that will send them (pass the client's, see
-    :meth:`VerificationClient.codec`), so what is refused here is what the
-    service (or ASP.NET) would refuse.
-    """
-    if isinstance(codec, Binding):
-        codec = codec_for(codec)
-    text = _decode(data, encoding, name)
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    try:
-        header = [name.strip().lower() for name in next(reader)]
-    except StopIteration:
-        raise BulkInputError(f"{name}: empty; expected a header line naming phone_number") from None
-    except csv.Error as exc:
-        raise BulkInputError(f"{name}: line 1: malformed CSV header ({exc})") from None
-    columns = {column: index for index, column in enumerate(header)}
-    if _undecoded(header, encoding):
-        raise BulkInputError(f"{name}: line 1: the header {_undecoded(header, encoding)}")
-    if "phone_number" not in columns:
-        found = safe(",".join(header))
-        hint = "; the file must be comma-separated" if ";" in found or "\t" in found else ""
-        raise BulkInputError(
-            f"{name}: line 1: the header has no phone_number column (found {found!r}){hint}"
-        )
-    if "question" not in columns and not default_question:
-        raise BulkInputError(f"{name}: no question: give --question or a question column")
-    rows = _rows(reader, codec, header, columns, default_question, encoding)
-    first = next(rows, None)
-    if first is None:
-        raise BulkInputError(f"{name}: no rows after the header")
-    return itertools.chain((first,), rows)
-
-
-def _rows(
-    reader: Any,
-    codec: Codec,
-    header: list[str],
-    columns: Mapping[str, int],
-    default_question: str | None,
-    encoding: str | None,
-) -> Iterator[InputRow]:
-    seen: dict[str, int] = {}
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            yield InputRow(reader.line_num, None, None, None, f"malformed CSV line: {exc}")
-            continue
-        line = reader.line_num
-        if not any(field.strip() for field in fields):
-            continue
-
-        def column(name: str, fields: list[str] = fields) -> str | None:
-            index = columns.get(name)
-            return fields[index].strip() if index is not None and index < len(fields) else None
-
-        phone, user_id = column("phone_number"), column("id")
-        question = column("question") or default_question
-        problem = _undecoded(fields, encoding) or _row_problem(
-            codec, fields, header, phone, question, seen
-        )
-        if problem is None and phone is not None:
-            seen[phone] = line
-        yield InputRow(line, _clean(phone), _clean(question), _clean(user_id), problem)
-
-
-def _row_problem(
-    codec: Codec,
-    fields: list[str],
-    header: list[str],
-    phone: str | None,
-    question: str | None,
-    seen: Mapping[str, int],
-) -> str | None:
-    if len(fields) > len(header):
-        return f"has {len(fields)} fields, the header has {len(header)}"
-    if not phone:
-        return "phone_number is empty"
-    if not question:
-        return "no question: give a question column or --question"
-    try:
-        codec.wire_texts(_SEND, _SEND.wire_params(phone, question))
-    except RequestValidationError as exc:
-        return str(exc)
-    if phone in seen:
-        return f"duplicate phone_number (first on line {seen[phone]})"
-    return None
-
-
-def digest(data: bytes, encoding: str | None = None) -> str:
-    """The input's identity: its bytes, and the encoding they are read in if forced."""
-    identity = data if encoding is None else data + b"\0encoding=" + encoding.encode()
-    return hashlib.sha256(identity).hexdigest()
-
-
-def load_input(
-    journal: Journal,
-    data: bytes,
-    options: BulkOptions,
-    codec: Codec | Binding,
-    *,
-    name: str = "input",
-) -> None:
-    """Load the input once; a rerun (or another worker) must name the same input, or none."""
-    known = journal.input_digest()
-    identity = digest(data, options.encoding)
-    if known is None:
-        rows = read_input(data, options.question, codec, encoding=options.encoding, name=name)
-        journal.load(rows, identity)
-    elif known != identity:
-        raise different_input_error()
 
 
 # -- output ---------------------------------------------------------------
@@ -407,24 +194,6 @@ def _verification_json(outcome: VerificationOutcome) -> dict[str, Any]:
     }
 
 
-class _Calls:
-    """Makes journal calls: in line for a local journal, from one worker thread
-    for a journal that waits on a server (one: its connection serves one
-    statement at a time anyway)."""
-
-    def __init__(self, journal: Journal) -> None:
-        self._thread = anyio.CapacityLimiter(1) if journal.blocking else None
-
-    async def __call__(self, function: Callable[[*Ts], T], *args: *Ts) -> T:
-        if self._thread is None:
-            return function(*args)
-        return await anyio.to_thread.run_sync(function, *args, limiter=self._thread)
-
-
-class _RowTaken(Exception):
-    """Another worker holds the row: this one must not send it."""
-
-
 class _Stopping(Exception):
     """The job is stopping: a request not yet written is not written."""
 
@@ -442,7 +211,6 @@ class _Run:
     ) -> None:
         self.client = client
         self.journal = journal
-        self.db = _Calls(journal)
         self.output = output
         self.options = options
         self.progress = progress
@@ -477,11 +245,7 @@ class _Run:
     async def finish(
         self, line: int, state: RowState, result: Mapping[str, Any], expected: RowState
     ) -> None:
-        finish = functools.partial(self.journal.finish, expected=expected)
-        row = await self.db(finish, line, state, result)
-        if row is None:
-            logger.warning("line %d passed to another worker before it finished here", line)
-            return
+        row = self.journal.finish(line, state, result, expected=expected)
         self.output.write(json.dumps(row.to_output(), ensure_ascii=False) + "\n")
         self.output.flush()
         self.progress.move(expected, state)
@@ -496,35 +260,34 @@ class _Run:
             # Marked only once the rate limit has let the request go: a kill
             # while waiting for a slot leaves the row queued, not unknown.
             nonlocal written
+            if written:
+                return  # sent again after a 429: it is in flight already
             if self.progress.stopping:
                 raise _Stopping
-            if not await self.db(self.journal.mark_sending, row.line):
-                raise _RowTaken
+            self.journal.mark_sending(row.line)
             self.not_written.pop(row.line, None)
             written = True
             self.progress.move(RowState.QUEUED, RowState.SENDING)
 
         params = _SEND.wire_params(row.phone_number, row.question)
         try:
-            sent = await self.client.call_with(_SEND, params, before_send=mark_in_flight)
-        except (_RowTaken, _Stopping):
-            return  # another worker holds the row now, or it stays queued for a later run
+            sent = await self._send_until_accepted(params, mark_in_flight)
+        except _Stopping:
+            return  # it stays queued for a later run
         except RequestValidationError as exc:
             # Refused before anything left (e.g. a binding stricter than the one the
             # input was checked with): an input problem, recorded like one.
-            if not written and await self.db(self.journal.mark_sending, row.line):
+            if not written:
+                self.journal.mark_sending(row.line)
                 self.progress.move(RowState.QUEUED, RowState.SENDING)
-                written = True
-            if written:
-                await self.finish(row.line, RowState.INVALID, {"reason": str(exc)}, SENDING)
+            await self.finish(row.line, RowState.INVALID, {"reason": str(exc)}, SENDING)
             return
         except JournalError:
             raise  # the journal cannot record what happens: the run stops
         except VerifClientError as exc:
             if not written:
                 # Failed before the request was handed over: it never left.
-                if not await self.db(self.journal.mark_sending, row.line):
-                    return
+                self.journal.mark_sending(row.line)
                 self.progress.move(RowState.QUEUED, RowState.SENDING)
             state = outcome_of_failure(exc, written=written)
             await self.finish(row.line, state, {"reason": str(exc)}, SENDING)
@@ -539,15 +302,26 @@ class _Run:
             reason = {"reason": sent.error_message or "request id 0"}
             await self.finish(row.line, RowState.FAILED, reason, SENDING)
             return
-        with anyio.CancelScope(shield=True):
-            if not await self.db(self.journal.mark_sent, row.line, sent.request_id):
-                logger.warning(
-                    "line %d was declared unknown by another worker while sending", row.line
-                )
-                return
+        self.journal.mark_sent(row.line, sent.request_id)
         self.progress.move(RowState.SENDING, RowState.SENT)
         self.progress.last_sent = time.monotonic()
         self.watch(sent.request_id, row.line, stream, self.options.deadline)
+
+    async def _send_until_accepted(
+        self, params: Mapping[str, object], before_send: Callable[[], Awaitable[None]]
+    ) -> RequestResult:
+        """Send; a 429 (refused, not processed: the client has slowed the whole
+        run down and waits out its Retry-After) is sent again, until the job
+        stops: no row ends ``failed`` because the service asked us to slow down."""
+        client = self.client
+        while True:
+            try:
+                return await client.call_with(_SEND, params, before_send=before_send)
+            except HTTPStatusError as exc:
+                if exc.status_code != 429 or self.progress.stopping:
+                    raise
+            finally:
+                self.progress.slowed_to = client.slowed_to
 
     def watch(self, request_id: int, line: int, stream: PollStream, timeout: float) -> None:
         self.lines_by_request[request_id] = line
@@ -594,9 +368,7 @@ class _Run:
         while not self.progress.stopping:
             # Claim only what can start now: the rest stays for other workers.
             await slots.acquire()
-            claim = await self.db(
-                self.journal.claim, min(_CLAIM_BATCH, slots.value + 1), _POLL_BATCH
-            )
+            claim = self.journal.claim(min(_CLAIM_BATCH, slots.value + 1), _POLL_BATCH)
             for row in claim.poll:
                 self.watch_sent(row, stream)
             if not claim.send:
@@ -605,24 +377,8 @@ class _Run:
                 if index:
                     await slots.acquire()
                 sends.start_soon(send_one, row)
-            if claim.send or claim.poll:
-                continue
-            if not await self.db(self.journal.work_elsewhere):
+            if not (claim.send or claim.poll):
                 return
-            # Other workers hold what is left; stay to take over should one die.
-            assert self.journal.lease_seconds is not None
-            await anyio.sleep(self.journal.lease_seconds / 4)
-
-    async def keep_leases(self) -> None:
-        lease = self.journal.lease_seconds
-        assert lease is not None
-        while True:
-            await anyio.sleep(lease / 3)
-            await self.db(self.journal.renew)
-            # Other workers move rows too: recount, for an honest progress display.
-            counts = await self.db(self.journal.counts)
-            self.progress.states.clear()
-            self.progress.states.update(counts)
 
     async def settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
         line = self.lines_by_request[outcome.request_id]
@@ -656,7 +412,7 @@ def _library_error(group: BaseExceptionGroup[BaseException]) -> VerifClientError
 
 
 @contextlib.contextmanager
-def _library_error_unwrapped() -> Iterator[None]:
+def library_error_unwrapped() -> Iterator[None]:
     """The run's task groups wrap a failure in an exception group; the caller
     gets the library's own error (a JournalError, say), as from any call."""
     try:
@@ -679,20 +435,17 @@ async def run_bulk(
 ) -> dict[str, int]:
     """Send, poll and record every queued or awaiting row of the journal.
 
-    With a shared journal several workers run this at once; each returns when
-    no other worker holds unfinished rows and its own rows are finished.
     ``on_progress`` is called with the live :class:`Progress` at the start and
     at every change. With a ``stopper``, the run may end early (see
     :class:`Stopper`); the journal then holds what is left for a later run.
     """
     stopper = stopper or Stopper()
-    db = _Calls(journal)
-    await db(functools.partial(journal.recover, resend_unknown=options.resend_unknown))
-    counts = await db(journal.counts)
+    journal.recover(resend_unknown=options.resend_unknown)
+    counts = journal.counts()
     progress = Progress(deadline=options.deadline)
     progress.states.update(counts)
     on_progress(progress)
-    output = await db(rewrite_output, journal, output_path)
+    output = rewrite_output(journal, output_path)
     run = _Run(client, journal, output, options, progress, on_progress, stopper)
     policy = attrs.evolve(options.policy, timeout=options.deadline)
     poll = (
@@ -702,14 +455,12 @@ async def run_bulk(
     try:
         if stopper.requests:
             progress.stopping = True
-        with _library_error_unwrapped(), run.whole:
+        with library_error_unwrapped(), run.whole:
             async with (
                 poll(policy=policy, keep_open=True, max_concurrency=options.concurrency) as stream,
                 anyio.create_task_group() as tg,
             ):
                 run.task_group = tg
-                if journal.lease_seconds is not None:
-                    tg.start_soon(run.keep_leases)
                 tg.start_soon(run.feed, stream)
                 async for outcome in stream:
                     await run.settle(outcome)
@@ -717,8 +468,5 @@ async def run_bulk(
     finally:
         unlisten()
         output.close()
-    if journal.lease_seconds is not None:
-        # Other workers finished rows too: leave this output as complete as the journal.
-        await db(write_output, journal, output_path)
     on_progress(progress)
-    return await db(journal.counts)
+    return journal.counts()

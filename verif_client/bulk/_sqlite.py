@@ -25,7 +25,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
-from ._journal import (
+from .._ratelimit import RateLimiter
+from ._job import (
     ALL_STATES,
     FINAL_STATES,
     IN_FLIGHT_REASON,
@@ -34,15 +35,16 @@ from ._journal import (
     Claim,
     InputRow,
     JobRow,
-    JournalBusyError,
-    JournalError,
     RowState,
     check_final,
+)
+from ._journal import (
+    JournalBusyError,
+    JournalError,
     newer_schema_error,
     reported,
     state_mismatch_error,
 )
-from ._ratelimit import RateLimiter
 
 SCHEMA_VERSION: Final = 1
 
@@ -88,9 +90,6 @@ def _owner_of(path: str) -> str:
 
 class SQLiteJournal:
     """The default journal: one SQLite file, no server."""
-
-    blocking: Final = False
-    lease_seconds: Final = None
 
     def __init__(self, path: str, *, create: bool = True, own: bool = True) -> None:
         self.path = path
@@ -213,39 +212,34 @@ class SQLiteJournal:
             self._next_queued = sends[-1].line
         return Claim(send=sends, poll=polls)
 
-    def work_elsewhere(self) -> bool:
-        return False
-
-    def renew(self) -> None:
-        pass
+    def _mismatch(self, line: int, expected: str) -> JournalError:
+        found = self._db.execute("SELECT state FROM rows WHERE line = ?", (line,)).fetchone()
+        return state_mismatch_error(self.path, line, expected, found and found[0])
 
     def _changed(self, line: int, expected: str, changed: int) -> None:
         if changed != 1:
-            found = self._db.execute("SELECT state FROM rows WHERE line = ?", (line,)).fetchone()
-            raise state_mismatch_error(self.path, line, expected, found and found[0])
+            raise self._mismatch(line, expected)
 
     @_reported
-    def mark_sending(self, line: int) -> bool:
+    def mark_sending(self, line: int) -> None:
         changed = self._db.execute(
             "UPDATE rows SET state = 'sending' WHERE line = ? AND state = 'queued'", (line,)
         ).rowcount
         self._changed(line, RowState.QUEUED, changed)
-        return True
 
     @_reported
-    def mark_sent(self, line: int, request_id: int) -> bool:
+    def mark_sent(self, line: int, request_id: int) -> None:
         changed = self._db.execute(
             "UPDATE rows SET state = 'sent', request_id = ?, sent_at = ? "
             "WHERE line = ? AND state = 'sending'",
             (request_id, time.time(), line),
         ).rowcount
         self._changed(line, RowState.SENDING, changed)
-        return True
 
     @_reported
     def finish(
-        self, line: int, state: str, result: Mapping[str, Any], *, expected: str
-    ) -> JobRow | None:
+        self, line: int, state: RowState, result: Mapping[str, Any], *, expected: RowState
+    ) -> JobRow:
         check_final(state)
         values = self._db.execute(
             "UPDATE rows SET state = ?, result = ?, finished_at = ? WHERE line = ? AND state = ? "
@@ -253,7 +247,7 @@ class SQLiteJournal:
             (state, json.dumps(dict(result)), time.time(), line, expected),
         ).fetchone()
         if values is None:
-            self._changed(line, expected, 0)
+            raise self._mismatch(line, expected)
         return JobRow.from_record(*values)
 
     @_reported
