@@ -9,7 +9,7 @@ What is collected, from docs/*.md:
 - a ```text block right after a python block is the output that block prints, compared as is.
 - ```sh blocks run in bash (``-e``, ``pipefail``) in the page's directory, with the sandbox's and
   the phone page's addresses replaced by the simulator's. A block that cannot run offline (an
-  install, a server left running, PostgreSQL) is marked ``<!-- skip: next "why" -->``.
+  install, a server left running, a real service) is marked ``<!-- skip: next "why" -->``.
 """
 
 from __future__ import annotations
