@@ -42,6 +42,13 @@ def soak(session: nox.Session) -> None:
 
 
 @nox.session
+def mutate(session: nox.Session) -> None:
+    """Mutation testing of the safety-critical modules (tests/mutation/run.py; modules as args)."""
+    session.install("-e", ".[test]", "mutmut>=3.8,<4")
+    session.run("python", "tests/mutation/run.py", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     session.install("-e", ".[lint]")
     session.run("ruff", "check", *PYTHON_SOURCES)

@@ -172,6 +172,8 @@ class Certificates:
         self.ca = trustme.CA()
         self.service = self.ca.issue_cert(service_name, "127.0.0.1")
         self.client = self.ca.issue_cert("client@acme.test")
+        # The server names (SNI) clients asked for, as the server saw them.
+        self.sni: list[str | None] = []
 
     def trusting(self) -> ssl.SSLContext:
         """A client context that trusts this CA (and nothing else)."""
@@ -182,6 +184,7 @@ class Certificates:
     def server_context(self, *, require_client_cert: bool = False) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.service.configure_cert(context)
+        context.sni_callback = lambda _socket, name, _context: self.sni.append(name)
         if require_client_cert:
             self.ca.configure_trust(context)
             context.verify_mode = ssl.CERT_REQUIRED
@@ -246,14 +249,24 @@ def tls_front(context: ssl.SSLContext, upstream: int) -> Iterator[int]:
             pump(tls, plain)
             back.join()
 
+    served: list[threading.Thread] = []
+
     def accept() -> None:
         with suppress(OSError):
             while True:
                 raw, _ = listener.accept()
-                threading.Thread(target=serve, args=(raw,), daemon=True).start()
+                served.append(threading.Thread(target=serve, args=(raw,), daemon=True))
+                served[-1].start()
 
-    threading.Thread(target=accept, daemon=True).start()
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
     try:
         yield port
     finally:
+        # A close alone leaves accept() blocked, and the socket listening, for good.
+        listener.shutdown(socket.SHUT_RDWR)
         listener.close()
+        acceptor.join(timeout=10)
+        for thread in served:
+            thread.join(timeout=10)
+        assert not acceptor.is_alive()

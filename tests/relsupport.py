@@ -43,6 +43,16 @@ ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 SEND = "SecureLink_Confirmation_SendRequestViaSms"
 
 
+async def read_body(receive: Any) -> bytes:
+    """The whole body of an ASGI request."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
 async def drain(receive: Any) -> None:
     while (await receive()).get("more_body"):
         pass

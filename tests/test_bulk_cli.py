@@ -29,7 +29,7 @@ from urllib.parse import parse_qs
 
 import anyio
 import pytest
-from relsupport import PASSWORD, USER
+from relsupport import PASSWORD, USER, read_body
 
 from verif_client.simulator import Script, Simulator, SimulatorConfig, serve_in_thread
 from verif_client.simulator._server import ConnectionDropped
@@ -244,12 +244,7 @@ class Peer:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         phone = parse_qs(body.decode()).get("PhoneNumber", ["?"])[0]
         self.received[phone] += 1
         kind = phone[-2:]

@@ -169,3 +169,9 @@ def test_a_missing_client_certificate_file_is_a_usage_error(tmp_path: Path) -> N
     assert result.returncode == 2
     assert "--client-cert" in result.stderr
     assert "none.pem" in result.stderr
+    key_alone = run_cli(
+        *("call", "GetMobileConsentText", "--client-key", str(tmp_path / "key.pem")),
+        base_url="https://127.0.0.1:1",
+    )
+    assert key_alone.returncode == 2
+    assert "--client-key: give the certificate too" in key_alone.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,20 @@ async def test_ssl_cert_file_names_the_cas_to_trust_unless_trust_env_is_false(
     async with vc.VerificationClient(mtls_url, cert=files["both"], trust_env=False, **options) as c:
         with anyio.fail_after(GUARD), pytest.raises(vc.TransportError, match="certificate"):
             await c.get_mobile_consent_text()
+
+
+async def test_a_tls_1_2_server_wanting_a_certificate_is_a_clear_error_too(
+    certificates: Certificates, sim: Simulator
+) -> None:
+    # Under TLS 1.2 the refusal ends the handshake itself, as a bare handshake failure.
+    context = certificates.server_context(require_client_cert=True)
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    async with simulator_server(sim) as plain:
+        with tls_front(context, plain) as port:
+            url = f"https://127.0.0.1:{port}"
+            async with client(url, certificates) as c:
+                with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+                    await c.send_confirmation_sms("5125550100", "Is this you?")
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert "client certificate" in str(caught.value)
+    assert sim.requests == []

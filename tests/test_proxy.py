@@ -6,11 +6,13 @@ so a call that works went through it; the proxy logs every head it was sent.
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from proxysupport import (
     PROXY_PASSWORD,
@@ -24,7 +26,7 @@ from proxysupport import (
     without_proxy_variables,
 )
 from relsupport import PASSWORD, USER, WITH_UVLOOP, drain
-from test_transport_bad_peers import GUARD, raw_server
+from test_transport_bad_peers import GUARD, Wire, http_response, raw_server
 
 import verif_client as vc
 from verif_client._transport._proxy import choose_proxy
@@ -97,6 +99,8 @@ async def test_https_proxy_from_the_environment_tunnels_with_tls_to_the_service(
     assert line == f"CONNECT {SERVICE}:{https_port} HTTP/1.1".encode()
     assert f"Host: {SERVICE}:{https_port}".encode() in headers
     assert any(h.startswith(b"Proxy-Authorization: Basic ") for h in headers)
+    # TLS made with the service by its name, inside the tunnel.
+    assert certificates.sni[-1] == SERVICE
     # Nothing of the service's traffic is readable to the proxy: no password in its heads.
     assert PASSWORD.encode() not in b"".join(proxy.heads)
     assert len(sim.requests) == 3
@@ -367,3 +371,42 @@ def test_a_proxy_user_and_password_with_reserved_characters_are_decoded() -> Non
     assert chosen.password == "p:w@rd"
     assert chosen.headers == (("Proxy-Authorization", "Basic dXNAZXI6cDp3QHJk"),)
     assert PROXY_USER not in repr(chosen)
+
+
+async def test_a_peer_echoing_the_proxy_authorization_header_is_scrubbed() -> None:
+    # A proxy that forwards its own credentials, to a service that echoes the request.
+    async def echo(stream: anyio.abc.ByteStream) -> None:
+        request = await Wire(stream).request()
+        assert request is not None
+        head = request.partition(b"\r\n\r\n")[0].replace(b"\r\n", b" | ")
+        await stream.send(http_response(head, status=b"500 Internal Server Error"))
+
+    async with raw_server(echo) as port:
+        url = proxy_url(port)
+        async with client(f"http://{SERVICE}", proxy=url, retry=vc.NO_RETRY) as c:
+            with anyio.fail_after(GUARD), pytest.raises(vc.HTTPStatusError) as caught:
+                await c.get_mobile_consent_text()
+    token = base64.b64encode(f"{PROXY_USER}:{PROXY_PASSWORD}".encode()).decode()
+    text = str(caught.value) + repr(caught.value.args) + caught.value.server_message
+    assert "Proxy-Authorization: Basic ***" in text
+    assert token not in text
+    assert PROXY_PASSWORD not in text
+
+
+async def test_a_base_url_that_cannot_go_in_a_request_line_is_never_sent(
+    proxy: ForwardProxy, proxy_port: int
+) -> None:
+    async with client("http://service .test", proxy=proxy_url(proxy_port)) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError, match="InvalidURL"):
+            await c.get_mobile_consent_text()
+    assert proxy.heads == []
+
+
+async def test_the_environment_is_read_at_construction_only(
+    monkeypatch: pytest.MonkeyPatch, sim: Simulator
+) -> None:
+    async with simulator_server(sim) as port:
+        c = client(f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")  # nobody listens there
+        async with c:
+            assert await c.get_mobile_consent_text() == sim.consent_text

@@ -29,7 +29,9 @@ def arrivals_at_the_peer(calls: int, *, concurrent: bool = False, **options: Any
 
     async def main() -> float:
         transport = httpx.ASGITransport(app=timed)
-        async with vc.VerificationClient("http://sim", transport=transport, **options) as client:
+        async with vc.VerificationClient(
+            "http://sim", username="user", password="pass", transport=transport, **options
+        ) as client:
             started = anyio.current_time()
             if concurrent:
                 async with anyio.create_task_group() as tg:

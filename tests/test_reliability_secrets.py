@@ -117,11 +117,12 @@ def test_cli_output_never_shows_the_password(tmp_path: Path, service: str) -> No
                 password=password,
             )
         )
-    # The refused job finishes with failed rows: exit 4.
-    assert [run.returncode for run in runs] == [0, 2, 1, 1, 0, 4]
+    # The refused job stops at once, its rows queued for a rerun: exit 1.
+    assert [run.returncode for run in runs] == [0, 2, 1, 1, 0, 1]
     assert "Invalid API Credentials" in runs[3].stderr
     for run in runs:
         assert PASSWORD not in run.stdout + run.stderr
     for path in tmp_path.iterdir():
         assert PASSWORD.encode() not in path.read_bytes(), path
-    assert '"status": "failed"' in (tmp_path / "refused.jsonl").read_text()
+    assert "refused the credentials" in runs[5].stderr
+    assert '"status": "failed"' not in (tmp_path / "refused.jsonl").read_text()

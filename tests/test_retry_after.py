@@ -198,24 +198,30 @@ def test_the_pace_halves_on_each_429_and_climbs_back_slowly() -> None:
     now = [100.0]
     lifted: list[bool] = []
     slowdown = Slowdown(None, 40.0, lambda: now[0], lambda: lifted.append(True))
-    slowdown.refused(pace=1000.0, retry_after=None)
+    assert slowdown.refused(pace=1000.0, retry_after=None, sent_at=now[0] - 1) == 20.0
     assert slowdown.rate == 20.0  # half the limit, even when going faster
-    slowdown.refused(pace=10.0, retry_after=5.0)
+    # More 429s to requests sent before that cut: no further cut.
+    for _ in range(10):
+        assert slowdown.refused(pace=1000.0, retry_after=None, sent_at=now[0] - 1) is None
+    assert slowdown.rate == 20.0
+    now[0] += 1
+    assert slowdown.refused(pace=10.0, retry_after=5.0, sent_at=now[0]) == 5.0
     assert slowdown.rate == 5.0  # half the pace when it was slower than the limit
     now[0] += CLIMB_SECONDS
     assert slowdown.rate == 10.0
     now[0] += 10 * CLIMB_SECONDS
     assert slowdown.rate == 40.0  # never past the limit
     for _ in range(40):
-        slowdown.refused(pace=0.0, retry_after=None)
-    assert slowdown.rate == FLOOR
+        slowdown.refused(pace=0.0, retry_after=None, sent_at=now[0])
+        now[0] += 0.001
+    assert slowdown.rate == pytest.approx(FLOOR, rel=0.01)
 
 
 async def test_the_slowdown_lifts_itself_at_the_limit_and_holds_requests_for_retry_after() -> None:
     now = [0.0]
     lifted: list[bool] = []
     slowdown = Slowdown(None, 40.0, lambda: now[0], lambda: lifted.append(True))
-    slowdown.refused(pace=40.0, retry_after=3600.0)
+    slowdown.refused(pace=40.0, retry_after=3600.0, sent_at=0.0)
     now[0] += 10 * CLIMB_SECONDS  # climbed back, but Retry-After has not passed
     with anyio.move_on_after(0.05) as scope:
         await slowdown.acquire()

@@ -21,7 +21,7 @@ CHILD = textwrap.dedent(
     import sys
     import verif_client as vc
 
-    client = vc.SyncVerificationClient(sys.argv[1])
+    client = vc.SyncVerificationClient(sys.argv[1], username="user", password="pass")
     sent = client.send_confirmation_sms("5125550100", "Is this you?")
     print("sent", sent.request_id, flush=True)
     how = sys.argv[2]

@@ -29,7 +29,7 @@ from ._operations import OPERATIONS, Operation
 from ._pollpolicy import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
-from ._terminal import safe, safe_json
+from ._terminal import safe, safe_json, write_or_drop
 from .bulk import BulkInputError, BulkOptions, Stopper, read_input, run_job, write_output
 from .bulk._job import ALL_STATES, FINAL_STATES, RowState
 from .bulk._journal import Journal, JournalError, check_location, open_journal
@@ -281,8 +281,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="send again the rows whose SMS may or may not have left (state unknown)",
     )
+    run.add_argument(
+        "--resend-failed",
+        action="store_true",
+        help="send again the rows the service refused (state failed, no request id)",
+    )
     _connection_args(run)
     _prometheus.add_arguments(run)
+    run.add_argument(
+        "--metrics-linger",
+        type=parse_duration,
+        default=15.0,
+        metavar="DURATION",
+        help="with --metrics-port, keep serving the final counts this long after the job "
+        "ends, for a scraper to see them; set it to your scrape interval (default 15s)",
+    )
 
     status = bulk.add_parser(
         "status",
@@ -489,6 +502,7 @@ def _bulk_prepare(
         concurrency=args.concurrency,
         deadline=args.deadline,
         resend_unknown=args.resend_unknown,
+        resend_failed=args.resend_failed,
         encoding=args.encoding,
         policy=PollPolicy(false_means=args.false_means),
     )
@@ -537,33 +551,54 @@ async def _bulk_run(
         display.close()
     finally:
         journal.close()
+    # Past this point the journal holds everything: a dead stdout or stderr
+    # (see write_or_drop) only loses these lines, never the exit status.
     print_counts(counts)
     if stopper.requests:
         left = sum(counts[state] for state in ALL_STATES if state not in FINAL_STATES)
         # The same command resumes: the journal knows its input and what is left.
         resume = shlex.join(["verif-client", *args.argv])
-        print(
-            f"verif-client: stopped with {left} rows unfinished; resume with: {safe(resume)}",
-            file=sys.stderr,
+        write_or_drop(
+            sys.stderr,
+            f"verif-client: stopped with {left} rows unfinished; resume with: {safe(resume)}\n",
         )
         return signals.exit_status
     if counts[RowState.UNKNOWN]:
-        print(
+        write_or_drop(
+            sys.stderr,
             f"verif-client: {counts[RowState.UNKNOWN]} rows are unknown: their SMS may have been "
-            "sent (see each row's reason); --resend-unknown would send them again",
-            file=sys.stderr,
+            "sent (see each row's reason); --resend-unknown would send them again\n",
         )
+    if metrics is not None and args.metrics_linger > 0:
+        await _linger(args.metrics_linger)
     if counts[RowState.FAILED] or counts[RowState.UNKNOWN]:
         return EXIT_ROWS_FAILED
     return 0
 
 
+async def _linger(seconds: float) -> None:
+    """Keep /metrics up with the final counts, so that a scraper sees the job's
+    end (a short job is over between two scrapes); a signal ends the wait."""
+    write_or_drop(
+        sys.stderr,
+        f"metrics: the final counts stay on /metrics for {seconds:g}s (Ctrl-C ends it)\n",
+    )
+    with (
+        anyio.move_on_after(seconds),
+        anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+    ):
+        async for _ in signals:
+            return
+
+
 def print_counts(counts: dict[str, int]) -> None:
     width = max(len(state) for state in counts)
-    for state, count in counts.items():
-        if count or state in FINAL_STATES:
-            print(f"{state:<{width}}  {count:>8}")
-    print(f"{'total':<{width}}  {sum(counts.values()):>8}")
+    lines = [
+        f"{state:<{width}}  {count:>8}\n"
+        for state, count in counts.items()
+        if count or state in FINAL_STATES
+    ]
+    write_or_drop(sys.stdout, "".join(lines) + f"{'total':<{width}}  {sum(counts.values()):>8}\n")
 
 
 def _bulk_status(args: argparse.Namespace) -> int:
@@ -648,7 +683,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 
 
 def _fail(status: int, message: str) -> int:
-    print(f"verif-client: {safe(message)}", file=sys.stderr)
+    write_or_drop(sys.stderr, f"verif-client: {safe(message)}\n")
     return status
 
 

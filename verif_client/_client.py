@@ -790,7 +790,7 @@ class VerificationClient:
                 if status in ASKS_TO_WAIT:
                     exc.retry_after = retry_after(headers)
                 if status == 429:
-                    self._slow_down(op, exc.retry_after, clock() - began)
+                    self._slow_down(op, exc.retry_after, began)
                 if status == 407 and self._proxy is not None:
                     # Plain HTTP through a proxy: its refusal comes as the
                     # answer, and the request went no further.
@@ -871,21 +871,23 @@ class VerificationClient:
         429 (see README, Retries), or None when it goes at its own pace."""
         return None if self._slowdown is None else self._slowdown.rate
 
-    def _slow_down(self, op: Operation[Any], wait: float | None, duration: float) -> None:
-        # The pace the refused call was part of: the calls in flight (its own
-        # slot is already back) over how long it took.
+    def _slow_down(self, op: Operation[Any], wait: float | None, began: float) -> None:
+        clock = self._clock or loop_clock()
+        # The pace the refused attempt was part of: the calls in flight (its
+        # own slot is already back) over how long it took.
         in_flight = self.max_connections + 1 - (self._limiter.value if self._limiter else 0)
-        pace = in_flight / max(duration, 0.001)
+        pace = in_flight / max(clock() - began, 0.001)
         slowdown = self._slowdown
         if slowdown is None:
             # Loaded by the first 429 only (README, Performance: start-up).
             from ._slowdown import Slowdown
 
             ceiling = self.rate_limit or pace
-            clock = self._clock or loop_clock()
             slowdown = self._slowdown = Slowdown(self._rate, ceiling, clock, self._pace_back)
             self._rate = slowdown
-        rate = slowdown.refused(pace, wait)
+        rate = slowdown.refused(pace, wait, sent_at=began)
+        if rate is None:
+            return  # sent at the old pace: the cut made for it holds
         # INFO, not WARNING: the progress line, hooks and metrics show it, and
         # a line of its own would break a live progress line.
         logger.info(

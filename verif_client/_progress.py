@@ -20,7 +20,7 @@ from typing import Final, TextIO
 
 import anyio
 
-from ._terminal import safe, width
+from ._terminal import safe, width, write_or_drop
 from .bulk._job import RowState
 from .bulk._runner import Progress
 
@@ -110,11 +110,7 @@ class ProgressDisplay:
         # The last column stays empty: a terminal may wrap a line that fills it.
         limit = self.columns() - 1 if self.live else None
         line = self.render(self.progress, now, limit)
-        if self.live:
-            self.stream.write("\r" + line + "\x1b[K")
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        write_or_drop(self.stream, "\r" + line + "\x1b[K" if self.live else line + "\n")
         self._drawn = True
 
     def _rates(self, progress: Progress, now: float) -> tuple[float | None, float | None]:
@@ -185,14 +181,12 @@ class ProgressDisplay:
     def note(self, text: str) -> None:
         """A line of its own above the live line, which is drawn again below it."""
         if self.live:
-            self.stream.write("\r\x1b[K" + safe(text) + "\n")
+            write_or_drop(self.stream, "\r\x1b[K" + safe(text) + "\n")
             self.draw()
         else:
-            self.stream.write(safe(text) + "\n")
-            self.stream.flush()
+            write_or_drop(self.stream, safe(text) + "\n")
 
     def close(self) -> None:
         self.draw()
         if self.live and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+            write_or_drop(self.stream, "\n")

@@ -43,7 +43,8 @@ class Slowdown:
         self._clock = clock
         self._on_lifted = on_lifted
         self._base = ceiling
-        self._since = clock()
+        # When the pace was last cut (none yet: from the ceiling, no climb to make).
+        self._since = float("-inf")
         self._resume_at = 0.0
         self._next_slot = float("-inf")
 
@@ -53,14 +54,19 @@ class Slowdown:
         climbed: float = self._base * 2.0 ** ((self._clock() - self._since) / CLIMB_SECONDS)
         return min(self._ceiling, climbed)
 
-    def refused(self, pace: float, retry_after: float | None) -> float:
-        """A 429: halve from the current pace (or ``pace``, if slower), and hold
-        every request until ``retry_after`` seconds from now. Returns the new pace."""
+    def refused(self, pace: float, retry_after: float | None, sent_at: float) -> float | None:
+        """A 429 to a request sent at ``sent_at``: hold every request until
+        ``retry_after`` seconds from now, and halve the pace (from the current
+        one, or ``pace`` if slower); returns the new pace. None when the
+        request left before the last cut: the many 429s to what was in flight
+        at the old pace call for one cut, not one each."""
         now = self._clock()
-        self._base = max(FLOOR, min(self.rate, pace) / 2.0)
-        self._since = now
         if retry_after is not None:
             self._resume_at = max(self._resume_at, now + retry_after)
+        if sent_at < self._since:
+            return None
+        self._base = max(FLOOR, min(self.rate, pace) / 2.0)
+        self._since = now
         return self._base
 
     async def acquire(self) -> None:

@@ -9,9 +9,10 @@ such character is printed as a visible escape (``\\x1b``, ``\\u202e``) instead.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
-from typing import Final
+from typing import Final, TextIO
 
 # C0 and C1 controls, DEL, and the bidirectional embeddings/overrides/isolates.
 _UNSAFE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -39,3 +40,33 @@ _UNSAFE_IN_JSON: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u
 def safe_json(text: str) -> str:
     """JSON text (C0 controls already escaped) with the rest escaped as ``\\uXXXX``: still JSON."""
     return _UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def write_or_drop(stream: TextIO, text: str) -> bool:
+    """Write ``text`` and flush; False when nobody reads the stream any more.
+
+    A pipe whose reader died (``2>&1 | tee log``, tee killed by the same
+    Ctrl-C) or a closed terminal must never cost the job anything: the
+    stream's descriptor is then pointed at /dev/null, so that no later write,
+    nor the interpreter's flush at exit, fails on it again."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        _silence(stream)
+        return False
+    return True
+
+
+def _silence(stream: TextIO) -> None:
+    try:
+        fd = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        os.dup2(devnull, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(devnull)

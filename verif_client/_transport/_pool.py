@@ -59,6 +59,7 @@ _HEADS_CACHED: Final = 64
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _TARGET: Final = re.compile(r"/[\x21-\x7e]*")
 _VALUE: Final = re.compile(r"[\x20-\x7e]*")
+_VISIBLE: Final = re.compile(r"[\x21-\x7e]*")
 _END: Final = h11.EndOfMessage()
 _STAND_INS: dict[str, h11.Request] = {}
 
@@ -162,11 +163,11 @@ class ConnectionPool:
         self._authority = parts.netloc.rpartition("@")[2]
         self._prefix = parts.path.rstrip("/")
         # Credentials in the URL go as HTTP Basic, as httpx sent them before this pool.
-        self._basic: list[tuple[str, str]] = []
+        basic: tuple[tuple[str, str], ...] = ()
         if parts.username is not None:
             pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
             token = base64.b64encode(pair.encode("utf-8")).decode("ascii")
-            self._basic = [("Authorization", f"Basic {token}")]
+            basic = (("Authorization", f"Basic {token}"),)
         self._problem: str | None = None
         port: int | None = None
         try:
@@ -190,8 +191,16 @@ class ConnectionPool:
         self._dial = (self._host, self._port) if proxy is None else (proxy.host, proxy.port)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._tunnel_to = f"{host}:{self._port}" if proxy is not None and self._tls else None
-        self._absolute = f"http://{self._authority}" if proxy is not None and not self._tls else ""
-        self._for_proxy = proxy.headers if proxy is not None and not self._tls else ()
+        plain_proxy = proxy is not None and not self._tls
+        # Plain HTTP through a proxy names the whole URL (absolute form); the
+        # path part is checked from where the origin form would begin.
+        absolute = f"http://{self._authority}" if plain_proxy else ""
+        if not _VISIBLE.fullmatch(absolute):
+            self._problem = f"InvalidURL: {absolute!r} cannot go in a request line"
+        self._target_start = absolute + self._prefix
+        self._path_from = len(absolute)
+        # Ours, after the request's: the API's Basic credentials, the proxy's.
+        self._own_headers = (*basic, *(proxy.headers if proxy and plain_proxy else ()))
         self._ssl: ssl.SSLContext | None = None
         self._idle: deque[_Connection] = deque()
         self._busy: set[_Connection] = set()
@@ -238,8 +247,8 @@ class ConnectionPool:
             raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             reason = "the client was closed" if self._closed else _reason(exc)
-            if self._tls and certificate_refused(reason):
-                raise self._certificate_refused(reason) from None
+            if self._tls and (refused := certificate_refused(reason)) is not False:
+                raise self._certificate_refused(reason, certain=refused is True) from None
             kind = "ReadError" if attempt.written else "WriteError"
             raise SendError(f"{kind}: {reason}", never_sent=not attempt.written) from None
         except Exception as exc:
@@ -300,39 +309,37 @@ class ConnectionPool:
             return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
         return head + b"\r\n"
 
-    def _certificate_refused(self, reason: str) -> SendError:
+    def _certificate_refused(self, reason: str, *, certain: bool) -> SendError:
         # The server ended the handshake (under TLS 1.3 its end comes as the
         # first answer): no request reached the service.
-        if self._cert is None:
-            wanted = (
-                "asked for a client certificate and none was given "
-                "(cert=; on the command line --client-cert)"
-            )
-        else:
+        how = "cert=; on the command line --client-cert"
+        if self._cert is not None:
             wanted = f"refused the client certificate {self._cert.certfile}"
+        elif certain:
+            wanted = f"asked for a client certificate and none was given ({how})"
+        else:
+            wanted = f"refused the TLS handshake (does it want a client certificate? {how})"
         return SendError(f"ConnectError: the server {wanted}: {reason}", never_sent=True)
 
     def _head(self, request: HTTPRequest) -> bytes:
         """The request line and headers (without Content-Length), checked once per shape."""
-        target = self._prefix + request.path
+        target = self._target_start + request.path
         headers = [
             ("Host", self._authority),
             *request.headers,
             ("Accept-Encoding", ACCEPT_ENCODING),
             ("User-Agent", _USER_AGENT),
-            *self._basic,
-            *self._for_proxy,
+            *self._own_headers,
         ]
         problem = None
-        if not _TOKEN.fullmatch(request.method) or not _TARGET.fullmatch(target):
+        if not _TOKEN.fullmatch(request.method) or not _TARGET.fullmatch(target, self._path_from):
             problem = f"request line {request.method} {target!r}"
         for name, value in headers:
             if not _TOKEN.fullmatch(name) or not _VALUE.fullmatch(value):
                 problem = f"header {name!r}"
         if problem is not None:
             raise SendError(f"LocalProtocolError: illegal {problem}", never_sent=True)
-        # Through a proxy, plain HTTP names the whole URL (absolute form).
-        lines = [f"{request.method} {self._absolute}{target} HTTP/1.1"]
+        lines = [f"{request.method} {target} HTTP/1.1"]
         lines.extend(f"{name}: {value}" for name, value in headers)
         return ("\r\n".join(lines) + "\r\n").encode("ascii")
 
@@ -400,7 +407,10 @@ class ConnectionPool:
             await anyio.aclose_forcefully(stream)
             if isinstance(exc, (OSError, anyio.BrokenResourceError, anyio.EndOfStream)):
                 # Nothing of the request was written: it provably never left.
-                raise SendError(f"ConnectError: {_reason(exc)}", never_sent=True) from None
+                reason = _reason(exc)
+                if (refused := certificate_refused(reason)) is not False:
+                    raise self._certificate_refused(reason, certain=refused is True) from None
+                raise SendError(f"ConnectError: {reason}", never_sent=True) from None
             raise
         return _Connection(stream, receiver, tls=self._tls)
 

@@ -17,12 +17,13 @@ CertTypes: TypeAlias = CertFile | tuple[CertFile, CertFile] | tuple[CertFile, Ce
 _WANTED_A_CERTIFICATE = (
     "CERTIFICATE_REQUIRED",
     "certificate required",
-    "SSLV3_ALERT_HANDSHAKE_FAILURE",
     "BAD_CERTIFICATE",
     "bad certificate",
     "UNKNOWN_CA",
     "unknown ca",
 )
+# What a TLS 1.2 server says for that, and for other refusals too (no common cipher).
+_HANDSHAKE_REFUSED = ("SSLV3_ALERT_HANDSHAKE_FAILURE", "sslv3 alert handshake failure")
 
 
 class ClientCert:
@@ -100,9 +101,12 @@ def tls_context(
     return context
 
 
-def certificate_refused(reason: str) -> bool:
-    """Whether a TLS failure says the server wanted (another) client certificate."""
-    return any(mark in reason for mark in _WANTED_A_CERTIFICATE)
+def certificate_refused(reason: str) -> bool | None:
+    """Whether a TLS failure says the server wanted (another) client certificate:
+    True when it says so, None when it may (a bare handshake failure), else False."""
+    if any(mark in reason for mark in _WANTED_A_CERTIFICATE):
+        return True
+    return None if any(mark in reason for mark in _HANDSHAKE_REFUSED) else False
 
 
 def _ca_bundle() -> str | None:

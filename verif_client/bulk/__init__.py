@@ -24,7 +24,9 @@ twice::
 Errors are :class:`verif_client.VerifClientError`\\ s: :class:`BulkInputError`
 (the input as a whole cannot make a job; raised before anything is created),
 :class:`JournalError` (and :class:`JournalBusyError`: another process owns the
-journal). Row states are :class:`RowState`.
+journal), :class:`JobStoppedError` (the credentials were refused, or the
+service was unreachable before any SMS was sent: the rows stay queued). Row
+states are :class:`RowState`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from .._public import show_as_public
 from ._input import BulkInputError, load_input, read_input
 from ._job import FINAL_STATES, BulkOptions, InputRow, JobRow, RowState
 from ._journal import Journal, JournalBusyError, JournalError, open_journal
-from ._runner import Progress, Stopper, run_bulk, write_output
+from ._runner import JobStoppedError, Progress, Stopper, run_bulk, write_output
 
 __all__ = [
     "FINAL_STATES",
@@ -46,6 +48,7 @@ __all__ = [
     "BulkOptions",
     "InputRow",
     "JobRow",
+    "JobStoppedError",
     "Journal",
     "JournalBusyError",
     "JournalError",

@@ -165,3 +165,4 @@ class BulkOptions:
     resend_unknown: bool = False
     policy: PollPolicy = BULK_POLL_POLICY
     encoding: str | None = None
+    resend_failed: bool = False

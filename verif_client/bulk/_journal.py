@@ -95,10 +95,12 @@ class Journal(Protocol):
         """Load the input unless it already is; refuse a different one."""
         ...
 
-    def recover(self, *, resend_unknown: bool) -> int:
+    def recover(self, *, resend_unknown: bool, resend_failed: bool = False) -> int:
         """Rows left in flight by a dead run become ``unknown``; with
-        ``resend_unknown`` every unknown row is queued again. Returns how many
-        rows were found in flight."""
+        ``resend_unknown`` every unknown row is queued again, with
+        ``resend_failed`` every row whose send failed for good (no request
+        id: the service refused it, or it never left). Returns how many rows
+        were found in flight."""
         ...
 
     def claim(self, send: int, poll: int) -> Claim:
@@ -107,6 +109,15 @@ class Journal(Protocol):
 
     def mark_sending(self, line: int) -> None:
         """``queued`` -> ``sending`` for ``line``, just before its SMS leaves."""
+        ...
+
+    def line_of_request(self, request_id: int) -> int | None:
+        """The row the service's request id was recorded for, if any."""
+        ...
+
+    def requeue(self, line: int) -> None:
+        """sending -> queued: the request was refused in a way that proves no
+        SMS left (the job stops on it, see ``_runner``)."""
         ...
 
     def mark_sent(self, line: int, request_id: int) -> None:

@@ -198,6 +198,27 @@ class _Stopping(Exception):
     """The job is stopping: a request not yet written is not written."""
 
 
+class JobStoppedError(VerifClientError):
+    """The job stopped at once on a failure every row would meet: the service
+    refused the credentials, or could not be reached before any SMS of this
+    run was sent. The rows it met are queued again (nothing was sent for
+    them); the same job run again with the right settings carries on."""
+
+
+def _stops_the_job(exc: VerifClientError, anything_sent: bool) -> str | None:
+    """Why ``exc`` stops the whole job (None: it is the row's own failure)."""
+    if isinstance(exc, AuthenticationError):
+        return "the service refused the credentials"
+    if (
+        isinstance(exc, TransportError)
+        and not isinstance(exc, DeliveryUnknownError)
+        and not anything_sent
+    ):
+        # A TransportError of a send proves the request never left.
+        return "the service could not be reached before any SMS was sent"
+    return None
+
+
 class _Run:
     def __init__(
         self,
@@ -225,6 +246,8 @@ class _Run:
         self.sends_scope: anyio.CancelScope | None = None
         self.feeding = True
         self.task_group: anyio.abc.TaskGroup | None = None
+        self.anything_sent = False
+        self.stopped_by: JobStoppedError | None = None
 
     def on_stop(self, requests: int) -> None:
         self.progress.stopping = True
@@ -285,6 +308,13 @@ class _Run:
         except JournalError:
             raise  # the journal cannot record what happens: the run stops
         except VerifClientError as exc:
+            why = _stops_the_job(exc, self.anything_sent)
+            if why is not None:
+                if written:
+                    self.journal.requeue(row.line)
+                    self.progress.move(RowState.SENDING, RowState.QUEUED)
+                self._stop_job(why, exc)
+                return
             if not written:
                 # Failed before the request was handed over: it never left.
                 self.journal.mark_sending(row.line)
@@ -301,6 +331,11 @@ class _Run:
         if not sent.ok:
             reason = {"reason": sent.error_message or "request id 0"}
             await self.finish(row.line, RowState.FAILED, reason, SENDING)
+            return
+        self.anything_sent = True
+        holder = self.journal.line_of_request(sent.request_id)
+        if holder is not None and holder != row.line:
+            await self._reused_id(row.line, sent.request_id, holder, SENDING)
             return
         self.journal.mark_sent(row.line, sent.request_id)
         self.progress.move(RowState.SENDING, RowState.SENT)
@@ -323,14 +358,41 @@ class _Run:
             finally:
                 self.progress.slowed_to = client.slowed_to
 
+    def _stop_job(self, why: str, exc: VerifClientError) -> None:
+        """Stop as a first Ctrl-C does: no new sends; those in flight finish
+        (meeting the same failure, they are queued again too)."""
+        if self.stopped_by is None:
+            self.stopped_by = JobStoppedError(
+                f"{why} ({type(exc).__name__}: {exc}); the job stopped at once and its rows "
+                "stay queued: correct the settings and run the same command again"
+            )
+            self.on_stop(1)
+
+    async def _reused_id(self, line: int, request_id: int, holder: int, state: RowState) -> None:
+        """The service gave this row a request id it had already given another:
+        an answer to that id cannot be told to be this row's, so the row is
+        ``unknown`` (its SMS was probably sent) and never polled."""
+        reason = (
+            f"the service answered with request id {request_id}, which it had already given "
+            f"line {holder}: this row's answer cannot be told apart, so it is not polled"
+        )
+        await self.finish(line, RowState.UNKNOWN, {"reason": reason}, state)
+
     def watch(self, request_id: int, line: int, stream: PollStream, timeout: float) -> None:
         self.lines_by_request[request_id] = line
         stream.add(request_id, timeout=max(0.0, timeout))
 
-    def watch_sent(self, row: JobRow, stream: PollStream) -> None:
+    async def watch_sent(self, row: JobRow, stream: PollStream) -> None:
         """Poll a row sent earlier, by a previous run or a worker that died."""
         assert row.request_id is not None
         assert row.sent_at is not None
+        # A journal written before request ids were checked may hold one twice.
+        holder = self.lines_by_request.get(row.request_id)
+        if holder is None:
+            holder = self.journal.line_of_request(row.request_id)
+        if holder is not None and holder != row.line:
+            await self._reused_id(row.line, row.request_id, holder, RowState.SENT)
+            return
         elapsed = time.time() - row.sent_at
         self.watch(row.request_id, row.line, stream, self.options.deadline - elapsed)
 
@@ -370,7 +432,7 @@ class _Run:
             await slots.acquire()
             claim = self.journal.claim(min(_CLAIM_BATCH, slots.value + 1), _POLL_BATCH)
             for row in claim.poll:
-                self.watch_sent(row, stream)
+                await self.watch_sent(row, stream)
             if not claim.send:
                 slots.release()
             for index, row in enumerate(claim.send):
@@ -440,7 +502,7 @@ async def run_bulk(
     :class:`Stopper`); the journal then holds what is left for a later run.
     """
     stopper = stopper or Stopper()
-    journal.recover(resend_unknown=options.resend_unknown)
+    journal.recover(resend_unknown=options.resend_unknown, resend_failed=options.resend_failed)
     counts = journal.counts()
     progress = Progress(deadline=options.deadline)
     progress.states.update(counts)
@@ -469,4 +531,6 @@ async def run_bulk(
         unlisten()
         output.close()
     on_progress(progress)
+    if run.stopped_by is not None:
+        raise run.stopped_by
     return journal.counts()

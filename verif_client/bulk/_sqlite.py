@@ -19,6 +19,7 @@ import datetime
 import fcntl
 import json
 import os
+import pathlib
 import socket
 import sqlite3
 import time
@@ -62,6 +63,7 @@ CREATE TABLE IF NOT EXISTS rows (
     result TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS rows_state ON rows (state);
+CREATE INDEX IF NOT EXISTS rows_request ON rows (request_id);
 """
 
 
@@ -99,19 +101,37 @@ class SQLiteJournal:
         if own:
             self._lock = self._take_ownership(create)
         try:
-            self._db = sqlite3.connect(path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            version = self._meta("schema_version")
-            if version is None:
+            if own:
+                self._db = sqlite3.connect(path, isolation_level=None)
+            else:
+                # A reader never writes: not even WAL mode or the schema, so a
+                # file that is not a journal is left exactly as it was.
+                uri = pathlib.Path(path).absolute().as_uri() + "?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
+            tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master")}
+            if tables and not {"meta", "rows"} <= tables:
+                raise JournalError(
+                    f"{path}: not a verif-client journal (a SQLite database with other "
+                    "tables); name a journal, or a new file for a new job"
+                )
+            if own:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+            version = self._meta("schema_version") if own or tables else None
+            if version is None and own:
                 self._set_meta("schema_version", str(SCHEMA_VERSION))
+            elif version is None:
+                raise JournalError(f"{path}: not a verif-client journal (no rows were ever loaded)")
             elif int(version) > SCHEMA_VERSION:
                 raise newer_schema_error(path, int(version), SCHEMA_VERSION)
             if own:
                 since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
                 owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": since}
                 self._set_meta("owner", json.dumps(owner))
+        except JournalError:
+            self._release()
+            raise
         except (sqlite3.Error, ValueError) as exc:
             self._release()
             raise JournalError(f"{path}: not a usable journal ({exc})") from None
@@ -171,7 +191,7 @@ class SQLiteJournal:
             self._set_meta("input_digest", input_digest)
 
     @_reported
-    def recover(self, *, resend_unknown: bool) -> int:
+    def recover(self, *, resend_unknown: bool, resend_failed: bool = False) -> int:
         with self._db:
             self._db.execute("BEGIN")
             in_flight = self._db.execute(
@@ -183,6 +203,13 @@ class SQLiteJournal:
                 self._db.execute(
                     "UPDATE rows SET state = 'queued', finished_at = NULL, result = '{}' "
                     "WHERE state = 'unknown'"
+                )
+            if resend_failed:
+                # Without a request id the service never took the SMS; a row
+                # that failed while polling was texted and is never resent.
+                self._db.execute(
+                    "UPDATE rows SET state = 'queued', finished_at = NULL, result = '{}' "
+                    "WHERE state = 'failed' AND request_id IS NULL"
                 )
         return in_flight
 
@@ -220,12 +247,26 @@ class SQLiteJournal:
         if changed != 1:
             raise self._mismatch(line, expected)
 
+    def _move(self, line: int, expected: RowState, new: RowState) -> None:
+        changed = self._db.execute(
+            "UPDATE rows SET state = ? WHERE line = ? AND state = ?", (new, line, expected)
+        ).rowcount
+        self._changed(line, expected, changed)
+
     @_reported
     def mark_sending(self, line: int) -> None:
-        changed = self._db.execute(
-            "UPDATE rows SET state = 'sending' WHERE line = ? AND state = 'queued'", (line,)
-        ).rowcount
-        self._changed(line, RowState.QUEUED, changed)
+        self._move(line, RowState.QUEUED, RowState.SENDING)
+
+    @_reported
+    def requeue(self, line: int) -> None:
+        self._move(line, RowState.SENDING, RowState.QUEUED)
+
+    @_reported
+    def line_of_request(self, request_id: int) -> int | None:
+        found = self._db.execute(
+            "SELECT line FROM rows WHERE request_id = ? ORDER BY line LIMIT 1", (request_id,)
+        ).fetchone()
+        return None if found is None else int(found[0])
 
     @_reported
     def mark_sent(self, line: int, request_id: int) -> None:
