@@ -1,4 +1,4 @@
-"""Developer tasks: `nox -s` tests, lint, browser, soak and bench."""
+"""Developer tasks: `nox -s` tests, lint, docs, changelog, browser, soak and bench."""
 
 from __future__ import annotations
 
@@ -6,6 +6,16 @@ import nox
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
+
+PYTHON_SOURCES = (
+    "verif_client",
+    "tests",
+    "benchmarks",
+    "noxfile.py",
+    "conftest.py",  # the documentation's examples as tests
+    "docs/_hooks.py",  # the documentation's generated pages
+    ".ci/check_changelog.py",
+)
 
 
 @nox.session
@@ -41,10 +51,25 @@ def mutate(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("-e", ".[lint]")
-    session.run("ruff", "check", "verif_client", "tests", "benchmarks", "noxfile.py")
-    session.run("ruff", "format", "--check", "verif_client", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", *PYTHON_SOURCES)
+    session.run("ruff", "format", "--check", *PYTHON_SOURCES)
     # tests/typing: a user's script, typed with no casts, proves the public API's types.
     session.run("mypy", "--strict", "verif_client", "tests/typing")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site, strict: a broken link, a missing reference or a warning fails."""
+    session.install("-e", ".[docs]")
+    # Material prints an advert for its successor on every build; it says nothing about ours.
+    session.env["NO_MKDOCS_2_WARNING"] = "1"
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
+
+
+@nox.session(python=False)
+def changelog(session: nox.Session) -> None:
+    """A branch changing verif_client/ adds a fragment to changelog.d/ (or says it need not)."""
+    session.run("python3", ".ci/check_changelog.py")
 
 
 @nox.session

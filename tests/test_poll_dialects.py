@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -234,16 +233,12 @@ async def test_garbled_answers_past_the_retry_policy_fail(where: str) -> None:
     assert len(sim.calls(VERIFIED)) == FAST_RETRY.attempts
 
 
-def test_false_is_final_still_works_and_warns() -> None:
-    with pytest.warns(DeprecationWarning, match="false_means"):
-        final = vc.PollPolicy(false_is_final=True)
-    with pytest.warns(DeprecationWarning, match="false_means"):
-        pending = vc.PollPolicy(false_is_final=False)
-    assert (final.false_means, pending.false_means) == ("final", "pending")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert attrs.evolve(final, timeout=5).false_means == "final"
-        assert vc.PollPolicy().false_means == "auto"
+def test_false_means_is_the_one_spelling() -> None:
+    # The deprecated false_is_final was never published, so it went (docs/versioning.md).
+    assert vc.PollPolicy().false_means == "auto"
+    assert attrs.evolve(vc.PollPolicy(false_means="final"), timeout=5).false_means == "final"
+    with pytest.raises(TypeError, match="false_is_final"):
+        vc.PollPolicy(false_is_final=True)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="false_means"):
         vc.PollPolicy(false_means="maybe")  # type: ignore[arg-type]
 

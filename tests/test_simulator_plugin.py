@@ -55,28 +55,20 @@ async def test_the_simulator_fixture_catches_a_client_without_a_password(
     assert verif_simulator.secure_links == []
 
 
-@pytest.mark.filterwarnings("ignore:the verif_client fixture is deprecated")
-async def test_the_old_fixture_name_still_gives_the_client(
-    verif_simulator_client: vc.VerificationClient, verif_client: vc.VerificationClient
-) -> None:
-    assert verif_client is verif_simulator_client
-
-
-def test_the_old_fixture_name_warns(pytester_run: PytesterRun) -> None:
+def test_the_fixtures_unpublished_old_name_is_gone(pytester_run: PytesterRun) -> None:
+    # `verif_client` shadowed the package and was never published (docs/versioning.md).
     result = pytester_run(
         """
         import pytest
 
         @pytest.mark.anyio
         async def test_old_name(verif_client):
-            assert await verif_client.get_mobile_consent_text()
+            pass
         """,
         *ANYIO_ONLY,
-        "-W",
-        "error::DeprecationWarning",
     )
     assert result.returncode == 1
-    assert "use verif_simulator_client" in result.stdout
+    assert "fixture 'verif_client' not found" in result.stdout
 
 
 USER_TEST = """

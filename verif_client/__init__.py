@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ._sync import SyncVerificationClient
 
 # Public names whose modules a first call does not need: imported on first
-# access (README, Performance: start-up), then kept in this module's namespace.
+# access (docs/performance.md: start-up), then kept in this module's namespace.
 _LAZY = {
     "Hooks": "._hooks",
     "LimitWaited": "._hooks",

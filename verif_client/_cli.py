@@ -174,6 +174,21 @@ def _environment_defaults(args: argparse.Namespace) -> None:
         args.username_is_secret = False
 
 
+def _operations_help() -> str:
+    lines = ["operations and their parameters (Name=value):"]
+    for op in OPERATIONS:
+        params = " ".join(f"{param.name}=<{param.type.name}>" for param in op.params)
+        lines.append(f"  {op.name} {params}".rstrip())
+        lines.append(f"      {op.doc}")
+    lines += [
+        "",
+        "example:",
+        "  verif-client call SecureLink_Confirmation_SendRequestViaSms PhoneNumber=5551234567 \\",
+        "      ConfirmationQuestion='Did you ask to pay $25 to ACME?' --base-url http://127.0.0.1:8765",
+    ]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="verif-client",
@@ -189,8 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    call = commands.add_parser("call", help="call one operation and print its result as JSON")
-    call.add_argument("operation", help=", ".join(op.name for op in OPERATIONS))
+    call = commands.add_parser(
+        "call",
+        help="call one operation and print its result as JSON",
+        # Raw, for the epilog's table: the description is wrapped by hand.
+        description="Call one operation of the service with its parameters as Name=value\n"
+        "(the names as the service spells them) and print its result as JSON.",
+        epilog=_operations_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    call.add_argument("operation", help="one of the operations below (any case)")
     call.add_argument("params", nargs="*", metavar="Name=value")
     _connection_args(call)
 
@@ -274,21 +297,39 @@ def build_parser() -> argparse.ArgumentParser:
         "ends, for a scraper to see them; set it to your scrape interval (default 15s)",
     )
 
-    status = bulk.add_parser("status", help="counts of a journal's rows by state")
+    status = bulk.add_parser(
+        "status",
+        help="counts of a journal's rows by state",
+        description="Print how many rows of a bulk job are in each state (queued, sending, "
+        "sent, verified, declined, ...), read from its journal. It only reads: it works "
+        "beside a running job, and for a PostgreSQL journal counts the whole job.",
+    )
     status.add_argument("--journal", required=True, help=_JOURNAL_HELP)
 
     export = bulk.add_parser(
-        "export", help="write the finished rows of a journal, one JSON line each"
+        "export",
+        help="write the finished rows of a journal, one JSON line each",
+        description="Write the rows of a bulk job that have an outcome, one JSON line each "
+        "(the lines bulk run writes), from its journal. It only reads: it works beside a "
+        "running job, and on a job whose workers' own outputs are lost.",
     )
     export.add_argument("--journal", required=True, help=_JOURNAL_HELP)
     export.add_argument("--output", required=True, help="JSON lines, one per finished row")
 
-    demo = commands.add_parser("demo", help="a bulk job against the in-process simulator")
+    demo = commands.add_parser(
+        "demo",
+        help="a bulk job against the in-process simulator",
+        description="Run a whole bulk job (send, poll, record) on generated numbers against "
+        "the simulator in this process: no account, no network. Some numbers are invalid, "
+        "some never answer, some say no. The journal and results go to a temporary "
+        "directory, removed at the end, or to --keep DIR.",
+    )
     demo.add_argument(
         "--rows", type=POSITIVE_COUNT, default=1000, help="numbers in the job (default 1000)"
     )
     demo.add_argument("--keep", metavar="DIR", help="keep the journal and output in DIR")
     for command in (call, simulate, run, status, export, demo):
+        command.set_defaults(parser=command)
         # Also after the command, where it is typed last; SUPPRESS keeps one given before.
         command.add_argument(
             "-v",
@@ -632,6 +673,15 @@ def _verbose() -> None:
     library.setLevel(logging.DEBUG)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    # argparse reports arguments no subcommand took from the top-level parser, so its error
+    # would point at `verif-client --help`: the command they were given to says it instead.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def _fail(status: int, message: str) -> int:
     write_or_drop(sys.stderr, f"verif-client: {safe(message)}\n")
     return status
@@ -639,7 +689,7 @@ def _fail(status: int, message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
     args.argv = argv
     if args.verbose:
         _verbose()

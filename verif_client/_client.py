@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     )
     from ._slowdown import Slowdown
 
-# The pool's cost per request does not grow with its size (README, Performance:
+# The pool's cost per request does not grow with its size (docs/performance.md:
 # CPU per request is flat from 16 to 1,024 connections), so the default is set
 # by latency instead: 100 connections, like poll_verifications' default
 # max_concurrency, carry the ~700 polls/s that 10,000 waiting ids need up to a
@@ -85,8 +85,51 @@ class VerificationClient:
     The constructor does no network I/O (it reads the proxy variables of the
     environment, and checks ``cert=`` loads); the connection pool opens on first use and
     closes with ``aclose()`` or the ``async with`` block (an injected
-    ``http_client`` is left open: it is the caller's). See the README for the
-    options table and the retry rules.
+    ``http_client`` is left open: it is the caller's). The documentation's
+    "The client and its options" page has the options table and the retry rules.
+
+    Args:
+        base_url: The service's site, e.g. ``SANDBOX_BASE_URL``; ``endpoint_path``
+            is appended (the full endpoint address is accepted as is).
+        username: The SOAP AuthenticationHeader's ApiUsername (never sent on
+            HTTP GET/POST).
+        password: Its ApiPassword: never in reprs, logs or errors, and scrubbed
+            from anything the service echoes.
+        binding: ``Binding.SOAP11`` (default), ``SOAP12``, ``HTTP_GET``,
+            ``HTTP_POST``, or their values (``"soap12"``, ...).
+        namespace: The service namespace.
+        endpoint_path: The ASMX endpoint's path under ``base_url``.
+        timeout: Seconds one HTTP attempt may take in all (connect, write, the
+            whole answer).
+        max_connections: Pool size, and the cap on requests in flight.
+        retry: When to try a failed call again (``NO_RETRY`` turns it off).
+        rate_limit: Requests per second for everything this client sends.
+        rate_limiter: Instead of ``rate_limit``: any ``Limiter`` (an object
+            with ``async acquire()``), e.g. one shared by several processes.
+        max_response_bytes: Answers larger than this are refused
+            (``ResponseTooLargeError``).
+        validate: Check the service's rules before sending (types and XML
+            characters are always checked).
+        verify: TLS verification: ``True``, an ``ssl.SSLContext``, or an
+            explicit ``False`` (logged as a warning).
+        http_client: An ``httpx.AsyncClient`` of yours to send with (not closed
+            by the client).
+        transport: A ``Transport`` (e.g. ``Simulator.transport()``) or an httpx
+            async transport to send with; closed with the client.
+        hooks: A ``Hooks`` object, or several, told of every call and poll.
+        username_is_secret: Scrub the username too, and hide it from the repr.
+
+    Raises:
+        ValueError: Contradictory options (``rate_limit`` and ``rate_limiter``,
+            ``http_client`` and ``transport``), ``max_connections < 1``, or a
+            ``base_url`` that is not a site's address.
+
+    Example:
+        ```python
+        async with VerificationClient(SANDBOX_BASE_URL, username="u", password="p") as client:
+            sent = await client.send_confirmation_sms("5551234567", "Did you ask to pay?")
+            outcome = await client.wait_until_verified(sent.request_id)
+        ```
     """
 
     def __init__(
@@ -196,7 +239,7 @@ class VerificationClient:
         self._hooks: _hooks.Dispatch | None = None
         if hooks is not None:
             # Hooks, their events and the poll machinery they report on are
-            # imported only when used (README, Performance: start-up).
+            # imported only when used (docs/performance.md: start-up).
             from . import _hooks
 
             self._hooks = _hooks.dispatch(hooks, self.base_url)
@@ -230,6 +273,13 @@ class VerificationClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Close the connection pool (and a ``transport=`` given); the ``async
+        with`` block does it on leaving.
+
+        Calls still in flight fail with their transport error; any later call
+        raises ``RuntimeError``. An ``http_client=`` of yours is left open.
+        Closing twice is harmless.
+        """
         self._closed = True
         if self._connections is not None:
             connections, self._connections = self._connections, None
@@ -289,15 +339,53 @@ class VerificationClient:
     async def send_confirmation_sms(
         self, phone_number: str, question: str, *, binding: Binding | str | None = None
     ) -> RequestResult:
-        """Text ``question`` (a yes/no question) to ``phone_number``; never retried
-        once the request may have left (a second SMS is a real harm)."""
+        """Text ``question`` (a yes/no question) to ``phone_number``
+        (SecureLink_Confirmation_SendRequestViaSms).
+
+        Never retried once the request may have left: a second SMS is a real
+        harm. Poll the answer with :meth:`has_been_verified` or
+        :meth:`wait_until_verified`.
+
+        Args:
+            phone_number: 7 to 15 ASCII digits.
+            question: The question, 1 to 200 UTF-16 code units.
+            binding: This call's binding, instead of the client's.
+
+        Returns:
+            The ``request_id`` to poll (``error_message`` when the service
+            refused the request).
+
+        Raises:
+            RequestValidationError: A parameter breaks a rule; nothing was sent.
+            TransportError: The network failed, after the retries allowed.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
+            DeliveryUnknownError: The request may have reached the service: it
+                is not sent again; the error names the number.
+        """
         params = SEND_CONFIRMATION_SMS.wire_params(phone_number, question)
         return await self.call_with(SEND_CONFIRMATION_SMS, params, binding=binding)
 
     async def has_been_verified(
         self, request_id: int, *, binding: Binding | str | None = None
     ) -> VerificationResult:
-        """Whether the owner confirmed; ``verified is None`` while nobody answered."""
+        """Whether the owner confirmed (SecureLink_SecurityCode_HasBeenVerified).
+
+        Args:
+            request_id: The id :meth:`send_confirmation_sms` returned.
+            binding: This call's binding, instead of the client's.
+
+        Returns:
+            ``verified``: ``True``, ``False``, or ``None`` while nobody answered
+            (a service of the plain-``bool`` shape says ``False`` until then:
+            see ``PollPolicy.false_means``).
+
+        Raises:
+            RequestValidationError: A parameter breaks a rule; nothing was sent.
+            TransportError: The network failed, after the retries allowed.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
+        """
         params = HAS_BEEN_VERIFIED.wire_params(request_id)
         result = await self.call_with(HAS_BEEN_VERIFIED, params, binding=binding)
         self._verified_dialect.learn(result)
@@ -306,22 +394,90 @@ class VerificationClient:
     async def get_mobile_location(
         self, request_id: int, *, binding: Binding | str | None = None
     ) -> LocationResult:
-        """The location the owner shared; ``location is None`` until then."""
+        """The location the owner shared (SecureLink_MobileLocation_GetResult).
+
+        Args:
+            request_id: The id :meth:`send_confirmation_sms` returned.
+            binding: This call's binding, instead of the client's.
+
+        Returns:
+            ``location`` (a ``Location``), or ``None`` until the owner shares it
+            (``error_message`` says why).
+
+        Raises:
+            RequestValidationError: A parameter breaks a rule; nothing was sent.
+            TransportError: The network failed, after the retries allowed.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
+        """
         params = GET_MOBILE_LOCATION.wire_params(request_id)
         return await self.call_with(GET_MOBILE_LOCATION, params, binding=binding)
 
     async def revoke_mobile_consent(
         self, mobile_number: str, *, binding: Binding | str | None = None
     ) -> bool:
+        """Revoke the consent recorded for a mobile number (RevokeMobileConsent).
+
+        Never retried once the request may have left.
+
+        Args:
+            mobile_number: The number, 7 to 15 ASCII digits.
+            binding: This call's binding, instead of the client's.
+
+        Returns:
+            Whether consent existed and was revoked (``False``: there was none).
+
+        Raises:
+            DeliveryUnknownError: The revocation may have reached the service:
+                it is not sent again.
+            TransportError: Any other network failure, after the retries.
+            RequestValidationError: Not 7 to 15 ASCII digits; nothing was sent.
+            ResponseError: The service answered, with no result.
+        """
         params = REVOKE_MOBILE_CONSENT.wire_params(mobile_number)
         return await self.call_with(REVOKE_MOBILE_CONSENT, params, binding=binding)
 
     async def get_mobile_consent_text(self, *, binding: Binding | str | None = None) -> str:
+        """The consent text a number's owner must agree to (GetMobileConsentText).
+
+        Args:
+            binding: This call's binding, instead of the client's.
+
+        Returns:
+            The text; a null text reads as ``""``.
+
+        Raises:
+            RequestValidationError: A parameter breaks a rule; nothing was sent.
+            TransportError: The network failed, after the retries allowed.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
+        """
         return await self.call_with(GET_MOBILE_CONSENT_TEXT, {}, binding=binding)
 
     async def update_bad_check_reject_reason(
         self, bad_check_id: int, reject_reason: str, *, binding: Binding | str | None = None
     ) -> bool:
+        """Set the reject reason of a bad-check item
+        (UpdatePrivateBadCheckRejectReason).
+
+        Never retried once the request may have left.
+
+        Args:
+            bad_check_id: The item's id (a 64-bit integer).
+            reject_reason: The CheckRejectReason to record, e.g. ``"NSF"``.
+            binding: This call's binding, instead of the client's.
+
+        Returns:
+            Whether the service updated the item.
+
+        Raises:
+            RequestValidationError: A parameter breaks a rule; nothing was sent.
+            TransportError: The network failed, after the retries allowed.
+            ResponseError: The service answered, with no result (its subclasses
+                are on the Results and errors page).
+            DeliveryUnknownError: The request may have reached the service; it
+                is not sent again.
+        """
         params = UPDATE_BAD_CHECK_REJECT_REASON.wire_params(bad_check_id, reject_reason)
         return await self.call_with(UPDATE_BAD_CHECK_REJECT_REASON, params, binding=binding)
 
@@ -341,7 +497,34 @@ class VerificationClient:
         **params: Any,
     ) -> object:
         """Call any operation with wire-named parameters: by its constant
-        (``HAS_BEEN_VERIFIED``, typed with its result) or its wire name."""
+        (``HAS_BEEN_VERIFIED``, typed with its result) or its wire name
+        (case-insensitive, typed ``object``).
+
+        Args:
+            operation: An ``Operation`` constant or an operation's wire name.
+            binding: This call's binding, instead of the client's.
+            **params: The parameters by their wire names (``RequestId=...``).
+
+        Returns:
+            The operation's result, as its method returns it.
+
+        Raises:
+            RequestValidationError: A parameter breaks a rule, or no operation
+                has that name; nothing was sent.
+            TransportError: The network failed, after the retries allowed.
+            ResponseError: The service answered with no result: a
+                ``SoapFault``, an ``AuthenticationError``, an
+                ``HTTPStatusError``, a ``DecodeError``, a
+                ``ResponseTooLargeError``.
+            DeliveryUnknownError: A non-repeatable operation may have reached
+                the service.
+
+        Example:
+            ```python
+            result = await client.call(HAS_BEEN_VERIFIED, RequestId=4294967297)
+            print(result.verified)
+            ```
+        """
         return await self.call_with(operation, params, binding=binding)
 
     @overload
@@ -379,6 +562,23 @@ class VerificationClient:
         ``before_send`` is awaited once, when the rate limit and a connection
         slot have been granted and the request is about to be written: the
         moment to record "in flight" in a journal. If it raises, nothing is sent.
+
+        Args:
+            operation: An ``Operation`` constant or an operation's wire name.
+            params: The parameters by their wire names.
+            binding: This call's binding, instead of the client's.
+            retry: This call's retry policy, instead of the client's.
+            before_send: Awaited just before the request is written.
+
+        Returns:
+            The operation's result.
+
+        Raises:
+            RequestValidationError: A parameter breaks a rule, or no operation
+                has that name; nothing was sent.
+            TransportError: The network failed (``DeliveryUnknownError``: a
+                non-repeatable request may have reached the service).
+            ResponseError: The service answered with no result.
         """
         op = get_operation(operation)
         chosen = self.binding if binding is None else parse_binding(binding)
@@ -430,7 +630,17 @@ class VerificationClient:
     async def wait_until_verified(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> VerificationOutcome:
-        """Poll HasBeenVerified for one id until it settles (see :class:`PollPolicy`)."""
+        """Poll HasBeenVerified for one id until it settles.
+
+        Args:
+            request_id: The id :meth:`send_confirmation_sms` returned.
+            policy: When to ask again and for how long.
+
+        Returns:
+            The outcome: ``status`` ``VERIFIED``, ``DECLINED``, ``FAILED`` or
+            ``TIMED_OUT``, the last answer, the error when it failed, the
+            polls made. Failures are outcomes, not exceptions.
+        """
         from ._polling import VERIFICATION
 
         return await self._wait_one(VERIFICATION, request_id, policy)
@@ -438,7 +648,16 @@ class VerificationClient:
     async def wait_for_location(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> LocationOutcome:
-        """Poll MobileLocation_GetResult for one id until it settles."""
+        """Poll MobileLocation_GetResult for one id until it settles.
+
+        Args:
+            request_id: The id :meth:`send_confirmation_sms` returned.
+            policy: When to ask again and for how long.
+
+        Returns:
+            The outcome: ``status`` ``LOCATED``, ``FAILED`` or ``TIMED_OUT``
+            (a denied location looks pending, so it times out).
+        """
         from ._polling import LOCATION
 
         return await self._wait_one(LOCATION, request_id, policy)
@@ -457,7 +676,16 @@ class VerificationClient:
         queue): the run then lasts until it ends. Options: ``policy``
         (``PollPolicy()``), ``max_concurrency`` (100 calls in flight at most)
         and ``keep_open`` (False; True keeps the input open for ``add()`` until
-        ``close_input()``)."""
+        ``close_input()``). Leaving the ``async with`` early cancels every
+        request in flight.
+
+        Example:
+            ```python
+            async with client.poll_verifications(request_ids) as outcomes:
+                async for outcome in outcomes:  # each id exactly once
+                    print(outcome.request_id, outcome.status)
+            ```
+        """
         from ._polling import VERIFICATION
 
         return self._poll((VERIFICATION,), request_ids, **options)

@@ -67,6 +67,7 @@ class HTTPRequest:
     body: bytes = attrs.field(repr=lambda body: f"<{len(body)} bytes>")
 
     def header(self, name: str) -> str | None:
+        """The value of header ``name`` (case-insensitive), or ``None``."""
         lowered = name.lower()
         for key, value in self.headers:
             if key.lower() == lowered:
@@ -135,6 +136,21 @@ class Codec:
         *,
         credentials: Credentials | None = None,
     ) -> HTTPRequest:
+        """The HTTP request of one call, with no I/O.
+
+        Args:
+            operation: An ``Operation`` constant or an operation's wire name.
+            params: The parameters by their wire names.
+            credentials: The SOAP AuthenticationHeader (ignored on HTTP GET/POST).
+
+        Returns:
+            Method, path (relative to the base URL), headers and body.
+
+        Raises:
+            RequestValidationError: A parameter has the wrong type, a character
+                XML 1.0 cannot carry, or (unless ``validate=False``) breaks a
+                service rule; or the operation is unknown.
+        """
         op = get_operation(operation)
         try:
             texts = self.wire_texts(op, params or {})
@@ -208,6 +224,23 @@ class Codec:
     def decode(
         self, operation: str | Operation[Any], status: int, headers: HeaderItems, body: bytes
     ) -> object:
+        """The typed result of an answer, with no I/O.
+
+        Args:
+            operation: An ``Operation`` constant (the result is typed as its
+                result) or a wire name (typed ``object``).
+            status: The HTTP status.
+            headers: The answer's headers (the Content-Type is not trusted).
+            body: The answer's body.
+
+        Returns:
+            The operation's result.
+
+        Raises:
+            ResponseError: No result in the answer: a ``SoapFault``, an
+                ``AuthenticationError``, an ``HTTPStatusError``, a ``DecodeError``
+                (never an lxml exception), a ``ResponseTooLargeError``.
+        """
         op = get_operation(operation)
         try:
             if len(body) > self.max_response_bytes:

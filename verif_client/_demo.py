@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import tempfile
 import time
 
@@ -26,6 +27,7 @@ DEMO_POLICY = PollPolicy(
     initial_delay=0.05, multiplier=1.5, max_delay=0.4, jitter=0.5, false_means="final"
 )
 DEMO_DEADLINE = 4.0
+NUMBERS, JOURNAL, RESULTS = "demo-numbers.csv", "demo-journal.sqlite", "demo-results.jsonl"
 
 
 def synthetic_numbers(rows: int, rng: random.Random) -> tuple[bytes, list[str], list[str]]:
@@ -62,7 +64,9 @@ async def _demo(rows: int, directory: str) -> dict[str, int]:
     options = BulkOptions(
         question=DEMO_QUESTION, concurrency=100, deadline=DEMO_DEADLINE, policy=DEMO_POLICY
     )
-    journal = open_journal(os.path.join(directory, "demo-journal.sqlite"))
+    # Kept with --keep, to run again against `verif-client simulate`.
+    await anyio.Path(directory, NUMBERS).write_bytes(data)
+    journal = open_journal(os.path.join(directory, JOURNAL))
     print(
         f"demo: {rows} numbers ({len(never)} never answer, {len(declined)} say no, "
         f"some invalid) against the in-process simulator, SOAP 1.1",
@@ -70,7 +74,8 @@ async def _demo(rows: int, directory: str) -> dict[str, int]:
     )
     try:
         load_input(journal, data, options, Binding.SOAP11)
-        display = ProgressDisplay(interval=0.5)
+        # Redrawn as a real job's is: four times a second on a terminal, every 5 s elsewhere.
+        display = ProgressDisplay()
         async with VerificationClient(
             "http://simulator",
             username="demo",
@@ -78,7 +83,7 @@ async def _demo(rows: int, directory: str) -> dict[str, int]:
             transport=httpx.ASGITransport(app=simulator),
             max_connections=100,
         ) as client:
-            output = os.path.join(directory, "demo-results.jsonl")
+            output = os.path.join(directory, RESULTS)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(display.run)
                 counts = await run_bulk(client, journal, output, options, display)
@@ -88,6 +93,37 @@ async def _demo(rows: int, directory: str) -> dict[str, int]:
         journal.close()
     print(f"\nrequests served by the simulator: {len(simulator.requests)}")
     return counts
+
+
+def next_steps(keep: str | None) -> str:
+    """Where the journal and results went, and what to try next."""
+    directory = keep or "demo"
+    journal = shlex.quote(os.path.join(directory, JOURNAL))
+    if keep:
+        lines = [
+            f"journal: {journal} (the job's truth: every row's state)",
+            f"results: {shlex.quote(os.path.join(directory, RESULTS))} (one JSON line per row)",
+            f"numbers: {shlex.quote(os.path.join(directory, NUMBERS))} (the generated input)",
+        ]
+    else:
+        lines = [
+            "The journal and results were in a temporary directory, now removed; to keep them:",
+            f"  verif-client demo --keep {shlex.quote(directory)}",
+        ]
+    numbers = shlex.quote(os.path.join(directory, NUMBERS))
+    return "\n".join(
+        [
+            *lines,
+            "Then try:",
+            f"  verif-client bulk status --journal {journal}",
+            f"  verif-client bulk export --journal {journal} --output results.jsonl",
+            "  verif-client simulate --port 8765   # the simulator on a port; in another terminal:",
+            f"  verif-client bulk run --base-url http://127.0.0.1:8765 --binding http-post "
+            f"--input {numbers} --question 'Did you ask to pay?' --journal job.sqlite "
+            "--output job.jsonl",
+            "More: verif-client --help, and the documentation's Quick start.",
+        ]
+    )
 
 
 def run_demo(rows: int = 1000, keep: str | None = None) -> int:
@@ -100,4 +136,5 @@ def run_demo(rows: int = 1000, keep: str | None = None) -> int:
             counts = anyio.run(_demo, rows, directory)
     print_counts(counts)
     print(f"finished in {time.monotonic() - started:.1f} s")
+    print(next_steps(keep))
     return 0

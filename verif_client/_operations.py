@@ -109,14 +109,17 @@ class Operation(Generic[R]):
 
     @property
     def response_element(self) -> str:
+        """The SOAP body's answer element: the name + ``Response``."""
         return self.name + "Response"
 
     @property
     def result_element(self) -> str:
+        """The element holding the result: the name + ``Result``."""
         return self.name + "Result"
 
     @property
     def param_names(self) -> tuple[str, ...]:
+        """The parameters' wire names, in the contract's order."""
         return tuple(param.name for param in self.params)
 
     @property

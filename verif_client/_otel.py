@@ -74,7 +74,7 @@ class _OtelBackend:
 
 class OpenTelemetryHooks(MetricsHooks):
     """Hooks that report to OpenTelemetry: a CLIENT span per call and the metrics
-    of the README's "Watching a run" (needs the ``otel`` extra).
+    of the documentation's "Watching a run" page (needs the ``otel`` extra).
 
     Spans follow the HTTP client semantic conventions (``http.request.method``,
     ``server.address``, ``server.port``, ``http.response.status_code``,
@@ -102,6 +102,7 @@ class OpenTelemetryHooks(MetricsHooks):
         self._spans: dict[int, Span] = {}
 
     def on_request_started(self, event: RequestStarted) -> None:
+        """Start the call's ``CLIENT`` span, a child of the current span."""
         attributes: dict[str, str | int] = {
             "http.request.method": _method(event.binding),
             "server.address": event.server_address,
@@ -115,6 +116,7 @@ class OpenTelemetryHooks(MetricsHooks):
         )
 
     def on_retry_scheduled(self, event: RetryScheduled) -> None:
+        """Add a ``retry`` event to the call's span, and count the retry."""
         super().on_retry_scheduled(event)
         span = self._spans.get(event.call_id)
         if span is not None:
@@ -128,6 +130,7 @@ class OpenTelemetryHooks(MetricsHooks):
             span.add_event("retry", attributes)
 
     def on_limit_waited(self, event: LimitWaited) -> None:
+        """Add a ``limit_wait`` event to the call's span, and record the wait."""
         super().on_limit_waited(event)
         span = self._spans.get(event.call_id)
         if span is not None:
@@ -137,6 +140,7 @@ class OpenTelemetryHooks(MetricsHooks):
             )
 
     def on_request_ended(self, event: RequestEnded) -> None:
+        """End the call's span with its status, and record its count and duration."""
         super().on_request_ended(event)
         span = self._spans.pop(event.call_id, None)
         if span is None:

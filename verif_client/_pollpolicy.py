@@ -2,14 +2,13 @@
 
 Kept apart from ``_polling`` (the scheduler, its tasks and streams) so that the
 client, its default arguments and the hooks' events need not import the poll
-machinery: a first call does not use it (README, Performance: start-up).
+machinery: a first call does not use it (docs/performance.md: start-up).
 """
 
 from __future__ import annotations
 
 import enum
 import random
-import warnings
 from typing import Final, Literal, get_args
 
 import attrs
@@ -75,8 +74,7 @@ class PollPolicy:
     as DECLINED; ``"pending"`` asks again (false may still turn true);
     ``"auto"`` (the default) reads false as pending until this client has seen
     a nil ``Verified`` from the service, and as final from then on (a service
-    that says "not yet" with nil says "no" with false). ``false_is_final`` is
-    the deprecated spelling of ``"final"`` (True) and ``"pending"`` (False).
+    that says "not yet" with nil says "no" with false).
     """
 
     initial_delay: float = attrs.field(default=1.0, validator=_NON_NEGATIVE)
@@ -88,21 +86,14 @@ class PollPolicy:
     false_means: FalseMeans = attrs.field(
         default="auto", validator=attrs.validators.in_(get_args(FalseMeans))
     )
-    false_is_final: bool | None = attrs.field(default=None, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        if self.false_is_final is not None:
-            warnings.warn(
-                "PollPolicy(false_is_final=...) is deprecated: use false_means='final' "
-                "or false_means='pending'",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-            # Frozen: set through object, once, so that evolve() keeps the choice.
-            object.__setattr__(self, "false_means", "final" if self.false_is_final else "pending")
-            object.__setattr__(self, "false_is_final", None)
 
     def delay(self, poll_number: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before poll ``poll_number`` (1-based), jitter applied.
+
+        Args:
+            poll_number: Which poll: 1 is the first, after the start.
+            rng: The random source of the jitter (the ``random`` module's by default).
+        """
         base = min(self.max_delay, grown(self.initial_delay, self.multiplier, poll_number - 1))
         return base * (1.0 - self.jitter * (rng or random).random())
 

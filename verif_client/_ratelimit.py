@@ -21,7 +21,11 @@ class Limiter(Protocol):
     workers shares one in its journal (see ``Journal.rate_limiter``).
     """
 
-    async def acquire(self) -> None: ...
+    async def acquire(self) -> None:
+        """Return when one more request may be sent (awaited before every
+        HTTP attempt).
+        """
+        ...
 
 
 def gcra_parameters(rate: float, burst: int) -> tuple[float, float]:
@@ -62,6 +66,7 @@ class RateLimiter:
         return max(0.0, arrival - self._tolerance - now)
 
     async def acquire(self) -> None:
+        """Wait for this process's next slot under the rate."""
         wait = self.reserve()
         if wait > 0:
             await anyio.sleep(wait)

@@ -28,6 +28,7 @@ class RequestResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the service took the request: a non-zero id and no error message."""
         return self.request_id != 0 and not self.error_message
 
 
@@ -44,6 +45,7 @@ class VerificationResult:
 
     @property
     def pending(self) -> bool:
+        """Whether nobody has answered yet: ``verified`` nil and no error message."""
         return self.verified is None and not self.error_message
 
 

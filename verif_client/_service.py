@@ -43,6 +43,7 @@ class Binding(enum.StrEnum):
 
     @property
     def is_soap(self) -> bool:
+        """Whether the binding is SOAP (1.1 or 1.2): only SOAP carries credentials."""
         return self in (Binding.SOAP11, Binding.SOAP12)
 
     @classmethod

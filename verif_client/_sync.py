@@ -71,6 +71,9 @@ class SyncVerificationClient:
         self.close()
 
     def close(self) -> None:
+        """Close the client and its background event loop; the ``with`` block
+        does it on leaving. Closing twice is harmless.
+        """
         if self._loop is None:
             return
         _OPEN.discard(self)
@@ -98,6 +101,9 @@ class SyncVerificationClient:
     def send_confirmation_sms(
         self, phone_number: str, question: str, *, binding: Binding | str | None = None
     ) -> RequestResult:
+        """Blocking ``VerificationClient.send_confirmation_sms``: the same
+        parameters, result and errors.
+        """
         return self._run(
             self._client.send_confirmation_sms, phone_number, question, binding=binding
         )
@@ -105,24 +111,29 @@ class SyncVerificationClient:
     def has_been_verified(
         self, request_id: int, *, binding: Binding | str | None = None
     ) -> VerificationResult:
+        """Blocking ``VerificationClient.has_been_verified``."""
         return self._run(self._client.has_been_verified, request_id, binding=binding)
 
     def get_mobile_location(
         self, request_id: int, *, binding: Binding | str | None = None
     ) -> LocationResult:
+        """Blocking ``VerificationClient.get_mobile_location``."""
         return self._run(self._client.get_mobile_location, request_id, binding=binding)
 
     def revoke_mobile_consent(
         self, mobile_number: str, *, binding: Binding | str | None = None
     ) -> bool:
+        """Blocking ``VerificationClient.revoke_mobile_consent``."""
         return self._run(self._client.revoke_mobile_consent, mobile_number, binding=binding)
 
     def get_mobile_consent_text(self, *, binding: Binding | str | None = None) -> str:
+        """Blocking ``VerificationClient.get_mobile_consent_text``."""
         return self._run(self._client.get_mobile_consent_text, binding=binding)
 
     def update_bad_check_reject_reason(
         self, bad_check_id: int, reject_reason: str, *, binding: Binding | str | None = None
     ) -> bool:
+        """Blocking ``VerificationClient.update_bad_check_reject_reason``."""
         return self._run(
             self._client.update_bad_check_reject_reason,
             bad_check_id,
@@ -145,6 +156,9 @@ class SyncVerificationClient:
         binding: Binding | str | None = None,
         **params: Any,
     ) -> object:
+        """Blocking ``VerificationClient.call``: any operation, by its constant
+        or its wire name, with wire-named parameters.
+        """
         return self.call_with(operation, params, binding=binding)
 
     @overload
@@ -176,6 +190,9 @@ class SyncVerificationClient:
         retry: RetryPolicy | None = None,
         before_send: Callable[[], object] | None = None,
     ) -> object:
+        """Blocking ``VerificationClient.call_with``; ``before_send`` is a
+        plain function, run in a worker thread.
+        """
         hook = None
         if before_send is not None:
             blocking_hook = before_send
@@ -198,11 +215,15 @@ class SyncVerificationClient:
     def wait_until_verified(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> VerificationOutcome:
+        """Blocking ``VerificationClient.wait_until_verified``: poll one id
+        until it settles and return its outcome.
+        """
         return self._run(self._client.wait_until_verified, request_id, policy=policy)
 
     def wait_for_location(
         self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
     ) -> LocationOutcome:
+        """Blocking ``VerificationClient.wait_for_location``."""
         return self._run(self._client.wait_for_location, request_id, policy=policy)
 
     def poll_verifications(
@@ -215,11 +236,17 @@ class SyncVerificationClient:
     def poll_locations(
         self, request_ids: Iterable[int] = (), **options: Unpack[PollOptions]
     ) -> Iterator[LocationOutcome]:
+        """Outcomes as they settle, like the async ``poll_locations``
+        (the ids all given up front).
+        """
         return self._iterate(self._client.poll_locations(request_ids, **options))
 
     def poll_verifications_and_locations(
         self, request_ids: Iterable[int] = (), **options: Unpack[PollOptions]
     ) -> Iterator[Outcome]:
+        """Both outcomes per id as they settle, like the async
+        ``poll_verifications_and_locations`` (the ids all given up front).
+        """
         return self._iterate(self._client.poll_verifications_and_locations(request_ids, **options))
 
     def _iterate(self, run: AbstractAsyncContextManager[PollStream[_O]]) -> Iterator[_O]:

@@ -23,7 +23,7 @@ INT_MAX: Final = 2**31 - 1
 # Characters XML 1.0 allows; anything else cannot be carried in a document.
 # The complement of XML 1.0's Char production, spelled as the few ranges it
 # excludes: the negated class over the whole of Unicode takes ~5 ms to compile,
-# a good part of the import time (README, Performance: start-up).
+# a good part of the import time (docs/performance.md: start-up).
 _NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # ASCII digits only: Python's \d and int()/float() also accept other scripts' digits.
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

@@ -51,9 +51,26 @@ class Transport(Protocol):
 
     async def send(
         self, request: HTTPRequest, *, time_limit: float, max_response_bytes: int, operation: str
-    ) -> Answer: ...
+    ) -> Answer:
+        """Send one request and return ``(status, headers, body)``.
 
-    async def aclose(self) -> None: ...
+        Args:
+            request: The request as the codec built it; its path is relative to
+                the client's ``base_url``.
+            time_limit: Seconds the whole exchange may take.
+            max_response_bytes: Refuse a larger body with ``ResponseTooLargeError``.
+            operation: The operation's wire name (for errors and logs).
+
+        Raises:
+            SendError: The network failed; ``never_sent=True`` only when no byte
+                can have left (the client may then retry any operation).
+            ResponseTooLargeError: The body is over ``max_response_bytes``.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the transport holds; the client calls it as it closes."""
+        ...
 
 
 # The client's own name for it: every connection layer is one.

@@ -66,19 +66,23 @@ class Progress:
     slowed_to: float | None = None
 
     def move(self, old: RowState, new: RowState) -> None:
+        """Count one row moving from state ``old`` to ``new``."""
         self.states[old] -= 1
         self.states[new] += 1
 
     @property
     def total(self) -> int:
+        """How many rows the job has."""
         return sum(self.states.values())
 
     @property
     def finished(self) -> int:
+        """How many rows have an outcome."""
         return sum(self.states[state] for state in FINAL_STATES)
 
     @property
     def pending(self) -> int:
+        """How many rows have none yet."""
         return self.total - self.finished
 
 
@@ -154,12 +158,16 @@ class Stopper:
         self._listeners: list[Callable[[int], None]] = []
 
     def request(self, reason: str = "stop requested") -> None:
+        """Ask the run to stop (a second request: at once, not gracefully)."""
         self.requests += 1
         self.reason = self.reason or reason
         for listener in list(self._listeners):
             listener(self.requests)
 
     def listen(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``listener`` with the request count on each request; returns a
+        function that stops listening.
+        """
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 

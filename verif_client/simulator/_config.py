@@ -155,4 +155,7 @@ class SimulatorConfig:
 
     @property
     def default_script(self) -> Script:
+        """The script of requests not given one: ``Script.manual()`` when
+        ``manual``, else ``script``.
+        """
         return Script.manual() if self.manual else self.script

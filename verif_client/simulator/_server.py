@@ -72,15 +72,18 @@ class Server:
 
     @property
     def base_url(self) -> str:
+        """``http://host:port``: what a client is given as its ``base_url``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
     @property
     def endpoint_url(self) -> str:
+        """The ASMX endpoint's full address."""
         return self.base_url + self.endpoint_path
 
     @property
     def wsdl_url(self) -> str:
+        """The endpoint's WSDL (``?WSDL``)."""
         return self.endpoint_url + "?WSDL"
 
 

@@ -104,6 +104,11 @@ class Simulator:
         return list(self._state.requests.values())
 
     def secure_link(self, request_id: int) -> SecureLinkRequest:
+        """The SMS request ``request_id``: number, question, state, poll counts.
+
+        Raises:
+            KeyError: No such request.
+        """
         return self._state.get(request_id)
 
     def verify(self, request_id: int) -> None:
@@ -119,12 +124,18 @@ class Simulator:
             self._state.get(request_id).verification = outcome
 
     def share_location(self, request_id: int, location: Location) -> None:
+        """The owner shares ``location``: MobileLocation_GetResult returns it
+        from now on.
+        """
         with self._state.lock:
             request = self._state.get(request_id)
             request.location_state = "shared"
             request.location = location
 
     def deny_location(self, request_id: int) -> None:
+        """The owner refuses: MobileLocation_GetResult answers "not available"
+        from now on.
+        """
         with self._state.lock:
             request = self._state.get(request_id)
             request.location_state = "denied"
@@ -139,6 +150,7 @@ class Simulator:
                 self._state.scripts_by_phone[target] = script
 
     def record_consent(self, number: str) -> None:
+        """Record consent for ``number`` (what RevokeMobileConsent then revokes)."""
         with self._state.lock:
             self._state.consent[number] = True
 
@@ -147,10 +159,12 @@ class Simulator:
         return self._state.revoke_mobile_consent(number)
 
     def has_consent(self, number: str) -> bool:
+        """Whether ``number`` has consent now."""
         return self._state.has_consent(number)
 
     @property
     def consent_text(self) -> str:
+        """What GetMobileConsentText returns (settable)."""
         return self._state.consent_text
 
     @consent_text.setter
@@ -163,6 +177,7 @@ class Simulator:
         return self._state.bad_checks
 
     def reset_log(self) -> None:
+        """Forget the requests logged so far."""
         self.requests.clear()
 
     def calls(self, operation: str | None = None) -> list[LoggedRequest]:

@@ -5,7 +5,7 @@ operations themselves; they receive already-converted parameters (``None`` for
 a SOAP parameter that was left out, as .NET's XmlSerializer leaves it null)
 and return the typed result the wire writer serialises.
 
-Choices where the service's behaviour is not public (documented in the README):
+Choices where the service's behaviour is not public (documented in docs/simulator.md):
 an unknown request id answers ErrorMessage ``"Invalid SecureLink RequestID"``;
 every number has consent until it is revoked (configurable); only the
 configured bad-check ids exist.

@@ -2,7 +2,7 @@
 
 Through ``httpx.ASGITransport`` every call builds an ``httpx.Request``, an
 ASGI scope and message exchange, and an ``httpx.Response``: about twice the
-codec's own cost (README, Performance: in process). Here the client's request
+codec's own cost (docs/performance.md: in process). Here the client's request
 description becomes the simulator's ``Request`` directly and its answer comes
 back as ``(status, headers, body)``, with what the wire would show (a Host
 and Content-Length header, the attempt deadline, the size cap and a dropped
@@ -55,6 +55,11 @@ class SimulatorTransport:
         max_response_bytes: int,
         operation: str,
     ) -> Answer:
+        """Hand the request to the simulator and return its answer, as
+        ``verif_client.Transport.send`` does: a simulated ``latency`` past
+        ``time_limit`` fails the attempt, a body over ``max_response_bytes`` is
+        refused, and a dropped connection is a ``SendError`` after sending.
+        """
         path, _, query = request.path.partition("?")
         headers, repeated = header_map(request.headers)
         headers.setdefault("accept-encoding", ACCEPT_ENCODING)

@@ -8,19 +8,16 @@ a test catches a client built without them; the client fixture has some.
 ``verif_simulator_client``: a :class:`~verif_client.VerificationClient` (SOAP
 1.1) talking to that simulator in process through ``Simulator.transport()``,
 which builds no httpx objects (half the cost of a call through the ASGI
-transport; README, Performance).
+transport; docs/performance.md).
 
 The fixtures are plain (not async) fixtures, so they serve async tests run by
 any plugin: anyio's (``@pytest.mark.anyio``), pytest-asyncio's
 (``@pytest.mark.asyncio``) or trio's. The client opens its connection pool on
 first use, inside the test's own event loop, and in process it holds nothing
-that needs closing. ``verif_client`` is the fixture's old name, deprecated: it
-shadows the package.
+that needs closing.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import httpx
 import pytest
@@ -50,14 +47,3 @@ def verif_simulator_client(verif_simulator: Simulator) -> VerificationClient:
         password=FIXTURE_PASSWORD,
         transport=verif_simulator.transport("http://simulator"),
     )
-
-
-@pytest.fixture
-def verif_client(verif_simulator_client: VerificationClient) -> VerificationClient:
-    warnings.warn(
-        "the verif_client fixture is deprecated (its name shadows the package): "
-        "use verif_simulator_client",
-        DeprecationWarning,
-        stacklevel=1,
-    )
-    return verif_simulator_client
