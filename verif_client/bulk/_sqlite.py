@@ -22,16 +22,19 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
+from .._client import VerificationClient
 from .._ratelimit import RateLimiter
+from ._input import BulkInputError, load_input
 from ._job import (
     ALL_STATES,
     FINAL_STATES,
     IN_FLIGHT_REASON,
     LOADED_COLUMNS,
     RECORD_COLUMNS,
+    BulkOptions,
     Claim,
     InputRow,
     JobRow,
@@ -45,6 +48,7 @@ from ._journal import (
     reported,
     state_mismatch_error,
 )
+from ._runner import Progress, Stopper, run_bulk, write_output
 
 SCHEMA_VERSION: Final = 1
 
@@ -281,3 +285,40 @@ class SQLiteJournal:
         finally:
             self._db.close()
             self._release()
+
+
+class SQLiteJob:
+    """A job in a SQLite journal, worked by this process (see ``_runner``)."""
+
+    def __init__(self, journal: SQLiteJournal) -> None:
+        self.journal = journal
+
+    def rate_limiter(self, rate: float) -> RateLimiter:
+        return self.journal.rate_limiter(rate)
+
+    async def run(
+        self,
+        client: VerificationClient,
+        *,
+        output: str,
+        data: bytes | None,
+        options: BulkOptions,
+        on_progress: Callable[[Progress], None],
+        stopper: Stopper,
+        input_name: str,
+    ) -> dict[str, int]:
+        if data is not None:
+            load_input(self.journal, data, options, client.codec(), name=input_name)
+        elif not self.journal.is_loaded():
+            raise BulkInputError(f"{self.journal.path}: a new journal needs its input")
+        return await run_bulk(client, self.journal, output, options, on_progress, stopper=stopper)
+
+    async def counts(self) -> dict[str, int]:
+        return self.journal.counts()
+
+    async def export(self, path: str) -> dict[str, int]:
+        write_output(self.journal, path)
+        return self.journal.counts()
+
+    async def aclose(self) -> None:
+        self.journal.close()
