@@ -58,6 +58,7 @@ from ._workflows import (
     ANSWERS_ACTIVITY,
     ANSWERS_QUEUE_SUFFIX,
     SEND_ACTIVITY,
+    SEND_GROUP,
     Answer,
     AnswersRequest,
     Awaited,
@@ -69,6 +70,7 @@ from ._workflows import (
     RowsWorkflow,
     SendOutcome,
     SendRequest,
+    ToSend,
     job_workflow_id,
     rows_workflow_id,
 )
@@ -286,8 +288,9 @@ async def _heartbeating(every: float, details: Callable[[], Iterable[Any]]) -> A
 
     async def beat() -> None:
         while True:
-            activity.heartbeat(*details())
+            # Not at once: a short activity sends no heartbeat at all.
             await anyio.sleep(every)
+            activity.heartbeat(*details())
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(beat)
@@ -300,12 +303,26 @@ class _Activities:
         self.client = client
         self.concurrency = concurrency
         self.beat = heartbeat / 4
+        # --concurrency: the SMS requests of this worker in flight at once.
+        self.sending = anyio.CapacityLimiter(concurrency)
         self.hubs: dict[tuple[Any, ...], _PollHub] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
         self._hub_lock = anyio.Lock()
 
     @activity.defn(name=SEND_ACTIVITY)
-    async def send(self, request: SendRequest) -> SendOutcome:
+    async def send(self, request: SendRequest) -> list[SendOutcome]:
+        outcomes: list[SendOutcome] = []
+
+        async def send_one(row: ToSend) -> None:
+            async with self.sending:
+                outcomes.append(await self._send_one(row))
+
+        async with _heartbeating(self.beat, tuple), anyio.create_task_group() as tg:
+            for row in request.rows:
+                tg.start_soon(send_one, row)
+        return outcomes
+
+    async def _send_one(self, row: ToSend) -> SendOutcome:
         written = False
 
         async def mark_written() -> None:
@@ -315,21 +332,20 @@ class _Activities:
                 raise _Stopping
             written = True
 
-        params = _SEND.wire_params(request.phone_number, request.question)
-        async with _heartbeating(self.beat, tuple):
-            try:
-                sent = await self.client.call_with(_SEND, params, before_send=mark_written)
-            except _Stopping:
-                return SendOutcome(RowState.QUEUED.value)
-            except RequestValidationError as exc:
-                return SendOutcome(RowState.INVALID.value, result={"reason": str(exc)})
-            except VerifClientError as exc:
-                state = outcome_of_failure(exc, written=written)
-                return SendOutcome(state.value, result={"reason": str(exc)})
+        params = _SEND.wire_params(row.phone_number, row.question)
+        try:
+            sent = await self.client.call_with(_SEND, params, before_send=mark_written)
+        except _Stopping:
+            return SendOutcome(row.line, RowState.QUEUED.value)
+        except RequestValidationError as exc:
+            return SendOutcome(row.line, RowState.INVALID.value, result={"reason": str(exc)})
+        except VerifClientError as exc:
+            state = outcome_of_failure(exc, written=written)
+            return SendOutcome(row.line, state.value, result={"reason": str(exc)})
         if not sent.ok:
             reason = {"reason": sent.error_message or "request id 0"}
-            return SendOutcome(RowState.FAILED.value, result=reason)
-        return SendOutcome(RowState.SENT.value, sent.request_id, time.time())
+            return SendOutcome(row.line, RowState.FAILED.value, result=reason)
+        return SendOutcome(row.line, RowState.SENT.value, sent.request_id, time.time())
 
     @activity.defn(name=ANSWERS_ACTIVITY)
     async def answers(self, request: AnswersRequest) -> list[Answer]:
@@ -544,7 +560,8 @@ class TemporalJob:
                 task_queue=task_queue,
                 workflows=[JobWorkflow, RowsWorkflow],
                 activities=[activities.send],
-                max_concurrent_activities=concurrency,
+                # Each send activity sends up to SEND_GROUP rows at once.
+                max_concurrent_activities=math.ceil(concurrency / SEND_GROUP),
                 **common,
             ),
             temporalio.worker.Worker(

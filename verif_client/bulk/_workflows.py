@@ -28,6 +28,8 @@ IN_FLIGHT_REASON = (
     "the SMS request was in flight when its worker died or timed out; it may or may not "
     "have been sent (--resend-unknown sends it again, texting twice if it was)"
 )
+# Rows one send activity sends at once: its events are shared by them all.
+SEND_GROUP = 10
 # A job's rate slots are handed out a few at a time; a history this long
 # continues as new, so the job's history stays bounded however long it runs.
 _JOB_HISTORY_LIMIT = 2_000
@@ -95,18 +97,26 @@ class Batch:
 
 
 @dataclasses.dataclass
-class SendRequest:
-    job: str
+class ToSend:
     line: int
     phone_number: str
     question: str
 
 
 @dataclasses.dataclass
+class SendRequest:
+    """A few rows sent together by one activity (fewer events per row)."""
+
+    job: str
+    rows: list[ToSend]
+
+
+@dataclasses.dataclass
 class SendOutcome:
     """``state``: ``sent`` (with its request id), a final state, or ``queued``
-    (stopped before the request was written: another worker sends it)."""
+    (stopped before the request was written: sent later, by any worker)."""
 
+    line: int
     state: str
     request_id: int | None = None
     sent_at: float | None = None
@@ -193,9 +203,9 @@ class RowsWorkflow:
     @workflow.run
     async def run(self, batch: Batch) -> list[Row]:
         self.rows = batch.rows
-        await asyncio.gather(
-            *(self._send(batch, row) for row in self.rows if row.state == "queued")
-        )
+        queued = [row for row in self.rows if row.state == "queued"]
+        groups = [queued[index : index + SEND_GROUP] for index in range(0, len(queued), SEND_GROUP)]
+        await asyncio.gather(*(self._send(batch, group) for group in groups))
         sent = [row for row in self.rows if row.state == "sent"]
         if sent:
             await self._answers(batch, sent)
@@ -208,17 +218,16 @@ class RowsWorkflow:
     def snapshot(self) -> list[Row]:
         return self.rows
 
-    async def _send(self, batch: Batch, row: Row) -> None:
-        assert row.phone_number is not None
-        assert row.question is not None
-        request = SendRequest(batch.job, row.line, row.phone_number, row.question)
-        while row.state == "queued":
-            row.state = "sending"
+    async def _send(self, batch: Batch, group: list[Row]) -> None:
+        while group:
+            for row in group:
+                row.state = "sending"
+            rows = [ToSend(row.line, row.phone_number or "", row.question or "") for row in group]
             try:
-                outcome: SendOutcome = await workflow.execute_activity(
+                outcomes: list[SendOutcome] = await workflow.execute_activity(
                     SEND_ACTIVITY,
-                    request,
-                    result_type=SendOutcome,
+                    SendRequest(batch.job, rows),
+                    result_type=list[SendOutcome],
                     task_queue=batch.task_queue,
                     # Never retried: a send whose fate is unknown is not sent again.
                     retry_policy=RetryPolicy(maximum_attempts=1),
@@ -226,14 +235,20 @@ class RowsWorkflow:
                     heartbeat_timeout=timedelta(seconds=batch.heartbeat),
                 )
             except ActivityError:
-                # The worker died, or the activity timed out, with the request maybe written.
-                row.state = "unknown"
-                row.result = {"reason": IN_FLIGHT_REASON}
+                # The worker died, or the activity timed out, its requests maybe written.
+                for row in group:
+                    row.state = "unknown"
+                    row.result = {"reason": IN_FLIGHT_REASON}
                 return
-            row.state = outcome.state
-            row.request_id = outcome.request_id
-            row.sent_at = outcome.sent_at
-            row.result = outcome.result
+            by_line = {row.line: row for row in group}
+            for outcome in outcomes:
+                row = by_line[outcome.line]
+                row.state = outcome.state
+                row.request_id = outcome.request_id
+                row.sent_at = outcome.sent_at
+                row.result = outcome.result
+            # Rows a stopping worker did not write go again, to any worker.
+            group = [row for row in group if row.state == "queued"]
 
     async def _answers(self, batch: Batch, sent: list[Row]) -> None:
         request = AnswersRequest(
