@@ -357,23 +357,31 @@ class _Activities:
         }
         hub = await self._hub(request.polling)
 
-        async def wait(awaited: Awaited) -> None:
+        # Back to the workflow once half the rows are answered, so that
+        # answered rows are recorded without waiting for the slowest: a batch
+        # takes at most log2(rows) + 1 rounds, however long its rows wait.
+        enough = (len(request.rows) + 1) // 2
+
+        async def wait(awaited: Awaited, scope: anyio.CancelScope) -> None:
             known[awaited.line] = await hub.answer(awaited)
+            if len(known) >= enough:
+                scope.cancel()
 
         def details() -> tuple[list[dict[str, Any]]]:
             return ([dataclasses.asdict(answer) for answer in known.values()],)
 
         async with _heartbeating(self.beat, details), anyio.create_task_group() as outer:
             outer.start_soon(self._stop_on_shutdown, outer.cancel_scope)
-            async with anyio.create_task_group() as waits:
-                for awaited in request.rows:
-                    if awaited.line not in known:
-                        waits.start_soon(wait, awaited)
+            if len(known) < enough:
+                async with anyio.create_task_group() as waits:
+                    for awaited in request.rows:
+                        if awaited.line not in known:
+                            waits.start_soon(wait, awaited, waits.cancel_scope)
             outer.cancel_scope.cancel()
-        if len(known) < len(request.rows):
+        if len(known) < enough:
             # Retried by another worker, which starts from the heartbeat's answers.
             raise temporalio.exceptions.ApplicationError("the worker is stopping")
-        return [known[awaited.line] for awaited in request.rows]
+        return [known[awaited.line] for awaited in request.rows if awaited.line in known]
 
     async def _stop_on_shutdown(self, scope: anyio.CancelScope) -> None:
         await activity.wait_for_worker_shutdown()
@@ -445,7 +453,7 @@ class TemporalJob:
     async def _loaded_spec(self) -> JobSpec:
         spec = await self.spec()
         if spec is None:
-            raise BulkInputError(f"{self.where()}: no such job; a new job needs --input")
+            raise JournalError(f"{self.where()}: no such job")
         return spec
 
     async def take(self, count: int, rate: float) -> float:
@@ -547,12 +555,19 @@ class TemporalJob:
     # -- working the job ---------------------------------------------------
 
     def workers(
-        self, task_queue: str, activities: _Activities, concurrency: int, grace: float
+        self,
+        task_queue: str,
+        activities: _Activities,
+        concurrency: int,
+        grace: float,
+        heartbeat: float,
     ) -> list[temporalio.worker.Worker]:
         common: dict[str, Any] = {
             "graceful_shutdown_timeout": timedelta(seconds=grace),
             # The workflows are ours, deterministic and import nothing that does I/O.
             "workflow_runner": temporalio.worker.UnsandboxedWorkflowRunner(),
+            # A dead worker's workflows move to the living as soon as its activities would.
+            "sticky_queue_schedule_to_start_timeout": timedelta(seconds=heartbeat),
         }
         return [
             temporalio.worker.Worker(
@@ -587,10 +602,15 @@ class TemporalJob:
         if data is not None:
             spec = await self.load(data, options, client.codec(), input_name)
         else:
-            spec = await self._loaded_spec()
+            found = await self.spec()
+            if found is None:
+                raise BulkInputError(f"{self.where()}: no such job; a new job needs --input")
+            spec = found
         progress = Progress(deadline=spec.polling.deadline)
         activities = _Activities(client, options.concurrency, spec.heartbeat)
-        workers = self.workers(spec.task_queue, activities, options.concurrency, stopper.grace)
+        workers = self.workers(
+            spec.task_queue, activities, options.concurrency, stopper.grace, spec.heartbeat
+        )
         finished = anyio.Event()
         stop = anyio.Event()
 
@@ -609,8 +629,11 @@ class TemporalJob:
 
         async def report() -> None:
             while True:
-                progress.states = collections.Counter(_counts(await self.rows(spec)))
-                on_progress(progress)
+                # A count that cannot be had now (a query timing out on a busy
+                # server) only skips this refresh of the display.
+                with contextlib.suppress(JournalError):
+                    progress.states = collections.Counter(_counts(await self.rows(spec)))
+                    on_progress(progress)
                 await anyio.sleep(_PROGRESS_SECONDS)
 
         unlisten = stopper.listen(on_stop)
@@ -645,7 +668,7 @@ async def serve(
     job = TemporalJob(location, await connect(location))
     task_queue = location.task_queue or DEFAULT_TASK_QUEUE
     activities = _Activities(client, concurrency, location.heartbeat)
-    workers = job.workers(task_queue, activities, concurrency, stopper.grace)
+    workers = job.workers(task_queue, activities, concurrency, stopper.grace, location.heartbeat)
     stop = anyio.Event()
     unlisten = stopper.listen(lambda requests: stop.set())
     try:

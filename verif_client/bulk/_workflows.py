@@ -251,25 +251,29 @@ class RowsWorkflow:
             group = [row for row in group if row.state == "queued"]
 
     async def _answers(self, batch: Batch, sent: list[Row]) -> None:
-        request = AnswersRequest(
-            batch.job,
-            [Awaited(row.line, row.request_id or 0, row.sent_at or 0.0) for row in sent],
-            batch.polling,
-        )
-        answers: list[Answer] = await workflow.execute_activity(
-            ANSWERS_ACTIVITY,
-            request,
-            result_type=list[Answer],
-            task_queue=batch.task_queue + ANSWERS_QUEUE_SUFFIX,
-            # Polling is safe to repeat: a dead worker's wait is taken over by another.
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
-            ),
-            start_to_close_timeout=timedelta(seconds=batch.polling.deadline + 3600),
-            heartbeat_timeout=timedelta(seconds=batch.heartbeat),
-        )
-        by_line = {row.line: row for row in sent}
-        for answer in answers:
-            row = by_line[answer.line]
-            row.state = answer.state
-            row.result = answer.result
+        waiting = sent
+        while waiting:
+            request = AnswersRequest(
+                batch.job,
+                [Awaited(row.line, row.request_id or 0, row.sent_at or 0.0) for row in waiting],
+                batch.polling,
+            )
+            # Answers come back once at least half the rows have one.
+            answers: list[Answer] = await workflow.execute_activity(
+                ANSWERS_ACTIVITY,
+                request,
+                result_type=list[Answer],
+                task_queue=batch.task_queue + ANSWERS_QUEUE_SUFFIX,
+                # Polling is safe to repeat: a dead worker's wait is taken over by another.
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+                ),
+                start_to_close_timeout=timedelta(seconds=batch.polling.deadline + 3600),
+                heartbeat_timeout=timedelta(seconds=batch.heartbeat),
+            )
+            by_line = {row.line: row for row in waiting}
+            for answer in answers:
+                row = by_line[answer.line]
+                row.state = answer.state
+                row.result = answer.result
+            waiting = [row for row in waiting if row.state == "sent"]
