@@ -585,6 +585,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
+    status = _main(args)
+    if is_temporal(getattr(args, "journal", "")) and "temporalio.bridge" in sys.modules:
+        # The Temporal SDK's native threads can crash the interpreter's
+        # finalization (PyGILState_Release): leave without it, output flushed.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.verbose:
         _verbose()
     try:

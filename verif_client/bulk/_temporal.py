@@ -64,6 +64,7 @@ from ._workflows import (
     Awaited,
     Batch,
     JobSpec,
+    JobState,
     JobWorkflow,
     Polling,
     Row,
@@ -71,6 +72,7 @@ from ._workflows import (
     SendOutcome,
     SendRequest,
     ToSend,
+    counts_of,
     job_workflow_id,
     rows_workflow_id,
 )
@@ -82,7 +84,9 @@ _SEND: Final = SEND_CONFIRMATION_SMS
 _PARAMETERS: Final = frozenset({"job", "task_queue", "tls", "heartbeat", "batch"})
 # How long one take() of the job's rate reserves for this worker.
 _RATE_CHUNK_SECONDS: Final = 0.5
-_PROGRESS_SECONDS: Final = 1.0
+# Queries wait on a busy workflow (and a server buffers few): not too often.
+_PROGRESS_SECONDS: Final = 2.0
+_ANSWER_LINGER: Final = 2.0
 
 
 def is_temporal(location: str) -> bool:
@@ -357,28 +361,36 @@ class _Activities:
         }
         hub = await self._hub(request.polling)
 
-        # Back to the workflow once half the rows are answered, so that
-        # answered rows are recorded without waiting for the slowest: a batch
-        # takes at most log2(rows) + 1 rounds, however long its rows wait.
+        # Back to the workflow once half the rows are answered, or
+        # _ANSWER_LINGER seconds after an answer, so that answered rows are
+        # recorded without waiting for the slowest: a round records at least
+        # one row (usually half), however long its rows wait.
         enough = (len(request.rows) + 1) // 2
+        answered = anyio.Event()
 
         async def wait(awaited: Awaited, scope: anyio.CancelScope) -> None:
             known[awaited.line] = await hub.answer(awaited)
+            answered.set()
             if len(known) >= enough:
                 scope.cancel()
+
+        async def linger(scope: anyio.CancelScope) -> None:
+            await answered.wait()
+            await anyio.sleep(_ANSWER_LINGER)
+            scope.cancel()
 
         def details() -> tuple[list[dict[str, Any]]]:
             return ([dataclasses.asdict(answer) for answer in known.values()],)
 
         async with _heartbeating(self.beat, details), anyio.create_task_group() as outer:
             outer.start_soon(self._stop_on_shutdown, outer.cancel_scope)
-            if len(known) < enough:
+            if not known:
                 async with anyio.create_task_group() as waits:
+                    waits.start_soon(linger, waits.cancel_scope)
                     for awaited in request.rows:
-                        if awaited.line not in known:
-                            waits.start_soon(wait, awaited, waits.cancel_scope)
+                        waits.start_soon(wait, awaited, waits.cancel_scope)
             outer.cancel_scope.cancel()
-        if len(known) < enough:
+        if not known:
             # Retried by another worker, which starts from the heartbeat's answers.
             raise temporalio.exceptions.ApplicationError("the worker is stopping")
         return [known[awaited.line] for awaited in request.rows if awaited.line in known]
@@ -512,15 +524,71 @@ class TemporalJob:
                         id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     )
 
-        async with anyio.create_task_group() as tg:
-            for first, batch in zip(spec.batches, _split(records, spec.batches), strict=True):
-                tg.start_soon(start, first, batch)
+        with library_error_unwrapped():
+            async with anyio.create_task_group() as tg:
+                for first, batch in zip(spec.batches, _split(records, spec.batches), strict=True):
+                    tg.start_soon(start, first, batch)
         return spec
 
-    async def rows(self, spec: JobSpec) -> list[Row]:
-        """Every row of the job as its workflow holds it now (finished or not)."""
+    async def resend_unknown(self, spec: JobSpec) -> int:
+        """Queue again the unknown rows of the batches that have finished, by
+        starting them anew (and the job, if it had finished); return how many
+        rows. Batches still running keep theirs (rerun once they are done)."""
+        by_first = dict(zip(spec.batches, await self._batches(spec), strict=True))
+        again = {
+            first: rows
+            for first, (finished, rows) in by_first.items()
+            if finished and any(row.state == RowState.UNKNOWN for row in rows)
+        }
+        if not again:
+            return 0
+        job = await self._job_handle().describe()
+        if job.status == temporalio.client.WorkflowExecutionStatus.RUNNING:
+            raise JournalError(
+                f"{self.where()}: --resend-unknown acts on a finished job; this one still runs"
+            )
+        for rows in again.values():
+            for row in rows:
+                if row.state == RowState.UNKNOWN:
+                    row.state, row.result = RowState.QUEUED.value, {}
+        done = {
+            rows_workflow_id(self.job, first): counts_of(rows)
+            for first, (_, rows) in by_first.items()
+            if first not in again
+        }
+        # Allowed to run again: a closed workflow of the same id (a duplicate
+        # start by a second worker doing the same finds it running and stops).
+        again_policy: dict[str, Any] = {
+            "id_conflict_policy": temporalio.common.WorkflowIDConflictPolicy.FAIL,
+            "id_reuse_policy": temporalio.common.WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        }
+        with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
+            await self.temporal.start_workflow(
+                JobWorkflow.run,
+                args=[spec, JobState(done=done)],
+                id=job_workflow_id(self.job),
+                task_queue=spec.task_queue,
+                memo={"spec": spec},
+                **again_policy,
+            )
+            for first, rows in again.items():
+                await self.temporal.start_workflow(
+                    RowsWorkflow.run,
+                    Batch(self.job, rows, spec.polling, spec.heartbeat, spec.task_queue),
+                    id=rows_workflow_id(self.job, first),
+                    task_queue=spec.task_queue,
+                    **again_policy,
+                )
+        return sum(row.state == RowState.QUEUED for rows in again.values() for row in rows)
+
+    async def _batches(
+        self, spec: JobSpec, *, finished: bool = False
+    ) -> list[tuple[bool, list[Row]]]:
+        """Each batch's rows as its workflow holds them now, and whether it has
+        finished; with ``finished`` (the job has), each batch's result, which
+        its workflow may still be recording."""
         limiter = anyio.CapacityLimiter(16)
-        found: dict[int, list[Row]] = {}
+        found: dict[int, tuple[bool, list[Row]]] = {}
 
         async def fetch(first: int) -> None:
             handle = self.temporal.get_workflow_handle_for(
@@ -528,21 +596,29 @@ class TemporalJob:
             )
             async with limiter:
                 try:
+                    if finished:
+                        found[first] = (True, await handle.result())
+                        return
                     description = await handle.describe()
                     if description.status == temporalio.client.WorkflowExecutionStatus.COMPLETED:
-                        found[first] = await handle.result()
+                        found[first] = (True, await handle.result())
                     else:
-                        found[first] = await handle.query(RowsWorkflow.snapshot)
+                        found[first] = (False, await handle.query(RowsWorkflow.snapshot))
                 except temporalio.service.RPCError as exc:
                     if not _is_not_found(exc):
                         raise JournalError(f"{self.where()}: {exc.message}") from None
                 except temporalio.client.WorkflowQueryFailedError as exc:
                     raise JournalError(f"{self.where()}: {exc}") from None
 
-        async with anyio.create_task_group() as tg:
-            for first in spec.batches:
-                tg.start_soon(fetch, first)
-        return [row for first in spec.batches for row in found.get(first, [])]
+        with library_error_unwrapped():
+            async with anyio.create_task_group() as tg:
+                for first in spec.batches:
+                    tg.start_soon(fetch, first)
+        return [found.get(first, (False, [])) for first in spec.batches]
+
+    async def rows(self, spec: JobSpec, *, finished: bool = False) -> list[Row]:
+        """Every row of the job as its workflow holds it now (finished or not)."""
+        return [row for _, rows in await self._batches(spec, finished=finished) for row in rows]
 
     async def counts(self) -> dict[str, int]:
         return _counts(await self.rows(await self._loaded_spec()))
@@ -570,10 +646,11 @@ class TemporalJob:
             "sticky_queue_schedule_to_start_timeout": timedelta(seconds=heartbeat),
         }
         return [
+            # Activities first: a stopping worker lets them end, then its
+            # workflows record what they did and answer the last queries.
             temporalio.worker.Worker(
                 self.temporal,
                 task_queue=task_queue,
-                workflows=[JobWorkflow, RowsWorkflow],
                 activities=[activities.send],
                 # Each send activity sends up to SEND_GROUP rows at once.
                 max_concurrent_activities=math.ceil(concurrency / SEND_GROUP),
@@ -584,6 +661,12 @@ class TemporalJob:
                 task_queue=task_queue + ANSWERS_QUEUE_SUFFIX,
                 activities=[activities.answers],
                 max_concurrent_activities=10_000,
+                **common,
+            ),
+            temporalio.worker.Worker(
+                self.temporal,
+                task_queue=task_queue,
+                workflows=[JobWorkflow, RowsWorkflow],
                 **common,
             ),
         ]
@@ -606,6 +689,8 @@ class TemporalJob:
             if found is None:
                 raise BulkInputError(f"{self.where()}: no such job; a new job needs --input")
             spec = found
+        if options.resend_unknown:
+            await self.resend_unknown(spec)
         progress = Progress(deadline=spec.polling.deadline)
         activities = _Activities(client, options.concurrency, spec.heartbeat)
         workers = self.workers(
@@ -622,8 +707,13 @@ class TemporalJob:
             if requests > 1:
                 whole.cancel()
 
+        final: list[Row] = []
+
         async def until_finished() -> None:
             await self._job_handle().result()
+            # The job hears from each batch just before the batch ends: its
+            # last workflow task needs this worker still running.
+            final.extend(await self.rows(spec, finished=True))
             finished.set()
             stop.set()
 
@@ -649,12 +739,15 @@ class TemporalJob:
                         stop.set()
                     await stop.wait()
                     # Sends in flight get the grace to be recorded; waits move elsewhere.
-                    for worker in workers:
+                    for worker in workers[:-1]:
                         await worker.shutdown()
+                    if not finished.is_set():
+                        final.extend(await self.rows(spec))
+                    await workers[-1].shutdown()
                     tg.cancel_scope.cancel()
         finally:
             unlisten()
-        rows = await self.rows(spec)
+        rows = final
         await anyio.to_thread.run_sync(write_rows, _finished(rows), output)
         progress.states = collections.Counter(_counts(rows))
         on_progress(progress)

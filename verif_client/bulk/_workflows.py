@@ -12,13 +12,14 @@ Ids derive from the job and its rows, so loading twice starts nothing twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, FailureError
 
 SEND_ACTIVITY = "verif-client.send"
 ANSWERS_ACTIVITY = "verif-client.answers"
@@ -211,7 +212,9 @@ class RowsWorkflow:
             await self._answers(batch, sent)
         job = workflow.get_external_workflow_handle(job_workflow_id(batch.job))
         done = [workflow.info().workflow_id, counts_of(self.rows)]
-        await job.signal("batch_done", args=done)
+        # A job already closed (rows sent again after it finished) needs no word.
+        with contextlib.suppress(FailureError):
+            await job.signal("batch_done", args=done)
         return self.rows
 
     @workflow.query
