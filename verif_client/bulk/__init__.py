@@ -40,6 +40,7 @@ from ._input import load_input as load_input  # importable here since 0.1
 from ._job import FINAL_STATES, BulkOptions, InputRow, JobRow, RowState
 from ._journal import (
     Job,
+    JobRun,
     Journal,
     JournalBusyError,
     JournalError,
@@ -56,6 +57,7 @@ __all__ = [
     "InputRow",
     "JobRow",
     "Job",
+    "JobRun",
     "Journal",
     "JournalBusyError",
     "JournalError",
@@ -105,13 +107,7 @@ async def run_job(
     job = await open_job(journal) if isinstance(journal, str) else journal
     try:
         return await job.run(
-            client,
-            output=output,
-            data=data,
-            options=options,
-            on_progress=on_progress,
-            stopper=stopper or Stopper(),
-            input_name=input_name,
+            JobRun(client, output, data, options, on_progress, stopper or Stopper(), input_name)
         )
     finally:
         if job is not journal:

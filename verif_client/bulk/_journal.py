@@ -17,6 +17,8 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+import attrs
+
 from .._errors import VerifClientError
 from .._ratelimit import Limiter
 from ._job import BulkOptions, Claim, InputRow, JobRow, RowState
@@ -118,6 +120,21 @@ class Journal(Protocol):
     def close(self) -> None: ...
 
 
+@attrs.frozen(slots=True)
+class JobRun:
+    """One run of a job: the client that sends and polls, the input (None to
+    join or resume), the output file, how rows are worked, the progress
+    callback and what stops it early."""
+
+    client: VerificationClient
+    output: str
+    data: bytes | None
+    options: BulkOptions
+    on_progress: Callable[[Progress], None]
+    stopper: Stopper
+    input_name: str = "input"
+
+
 class Job(Protocol):
     """A job as ``run_job`` and the command line see it, whichever journal holds it:
     a SQLite file (``_sqlite``) or a Temporal namespace (``_temporal``)."""
@@ -126,20 +143,10 @@ class Job(Protocol):
         """A limiter of ``rate`` requests per second for the whole job."""
         ...
 
-    async def run(
-        self,
-        client: VerificationClient,
-        *,
-        output: str,
-        data: bytes | None,
-        options: BulkOptions,
-        on_progress: Callable[[Progress], None],
-        stopper: Stopper,
-        input_name: str,
-    ) -> dict[str, int]:
-        """Load ``data`` unless the job has it, work the job to its end (or
-        until stopped) and write its finished rows to ``output``; return the
-        rows counted by state."""
+    async def run(self, run: JobRun) -> dict[str, int]:
+        """Load ``run.data`` unless the job has it, work the job to its end (or
+        until stopped) and write its finished rows to ``run.output``; return
+        the rows counted by state."""
         ...
 
     async def counts(self) -> dict[str, int]: ...

@@ -22,10 +22,9 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
-from .._client import VerificationClient
 from .._ratelimit import RateLimiter
 from ._input import BulkInputError, load_input
 from ._job import (
@@ -34,7 +33,6 @@ from ._job import (
     IN_FLIGHT_REASON,
     LOADED_COLUMNS,
     RECORD_COLUMNS,
-    BulkOptions,
     Claim,
     InputRow,
     JobRow,
@@ -42,13 +40,14 @@ from ._job import (
     check_final,
 )
 from ._journal import (
+    JobRun,
     JournalBusyError,
     JournalError,
     newer_schema_error,
     reported,
     state_mismatch_error,
 )
-from ._runner import Progress, Stopper, run_bulk, write_output
+from ._runner import run_bulk, write_output
 
 SCHEMA_VERSION: Final = 1
 
@@ -296,22 +295,15 @@ class SQLiteJob:
     def rate_limiter(self, rate: float) -> RateLimiter:
         return self.journal.rate_limiter(rate)
 
-    async def run(
-        self,
-        client: VerificationClient,
-        *,
-        output: str,
-        data: bytes | None,
-        options: BulkOptions,
-        on_progress: Callable[[Progress], None],
-        stopper: Stopper,
-        input_name: str,
-    ) -> dict[str, int]:
-        if data is not None:
-            load_input(self.journal, data, options, client.codec(), name=input_name)
+    async def run(self, run: JobRun) -> dict[str, int]:
+        codec = run.client.codec()
+        if run.data is not None:
+            load_input(self.journal, run.data, run.options, codec, name=run.input_name)
         elif not self.journal.is_loaded():
             raise BulkInputError(f"{self.journal.path}: a new journal needs its input")
-        return await run_bulk(client, self.journal, output, options, on_progress, stopper=stopper)
+        return await run_bulk(
+            run.client, self.journal, run.output, run.options, run.on_progress, stopper=run.stopper
+        )
 
     async def counts(self) -> dict[str, int]:
         return self.journal.counts()

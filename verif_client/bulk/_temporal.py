@@ -36,7 +36,7 @@ from .._pollpolicy import PollPolicy
 from .._terminal import safe
 from ._input import BulkInputError, digest, read_input
 from ._job import ALL_STATES, FINAL_STATES, BulkOptions, InputRow, JobRow, RowState
-from ._journal import JournalError, different_input_error
+from ._journal import JobRun, JournalError, different_input_error
 from ._outcomes import merge_outcome, outcome_of_failure
 from ._runner import Progress, Stopper, library_error_unwrapped, write_rows
 
@@ -671,19 +671,15 @@ class TemporalJob:
             ),
         ]
 
-    async def run(
-        self,
-        client: VerificationClient,
-        *,
-        output: str,
-        data: bytes | None,
-        options: BulkOptions,
-        on_progress: Callable[[Progress], None],
-        stopper: Stopper,
-        input_name: str,
-    ) -> dict[str, int]:
-        if data is not None:
-            spec = await self.load(data, options, client.codec(), input_name)
+    async def run(self, run: JobRun) -> dict[str, int]:
+        client, options, stopper, on_progress = (
+            run.client,
+            run.options,
+            run.stopper,
+            run.on_progress,
+        )
+        if run.data is not None:
+            spec = await self.load(run.data, options, client.codec(), run.input_name)
         else:
             found = await self.spec()
             if found is None:
@@ -748,7 +744,7 @@ class TemporalJob:
         finally:
             unlisten()
         rows = final
-        await anyio.to_thread.run_sync(write_rows, _finished(rows), output)
+        await anyio.to_thread.run_sync(write_rows, _finished(rows), run.output)
         progress.states = collections.Counter(_counts(rows))
         on_progress(progress)
         return _counts(rows)
