@@ -354,3 +354,40 @@ def test_a_bad_temporal_url_is_refused_in_one_line(
     assert words in done.stderr
     assert done.stderr.count("\n") == 1
     assert PASSWORD not in done.stderr
+
+
+def test_a_long_lived_worker_serves_jobs_of_its_task_queue(
+    temporal_server: DevServer, service: HoldingService, tmp_path: Path
+) -> None:
+    phones = numbers(tmp_path / "in.csv", 30, prefix="552")
+    job = Job(temporal_server, service, tmp_path, "served")
+    job.url += "&task_queue=shared-queue"
+    worker_url = f"temporal://{temporal_server.address}/default?task_queue=shared-queue"
+    worker_log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [*CLI, "worker", "--journal", worker_url + f"&heartbeat={HEARTBEAT}"],
+        env=job.env,
+        stdout=worker_log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(lambda: b"serving" in (tmp_path / "worker.log").read_bytes(), "the worker up")
+        # The job's own process stops at once: only the long-lived worker is left.
+        run = job.start("w0", "--input", str(tmp_path / "in.csv"), "--concurrency", "1")
+        wait_for(lambda: len(service.texted()) >= 1, "the job under way")
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=60) == 128 + signal.SIGTERM, job.log("w0")
+
+        # Until the server sees the stopped process gone, a query may still go to it.
+        def counted() -> list[list[str]]:
+            status = job.run("bulk", "status", "--journal", job.url)
+            return [line.split() for line in status.stdout.splitlines()]
+
+        wait_for(lambda: ["verified", "30"] in counted(), "the worker to finish the job", 120)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        reap([worker])
+        worker_log.close()
+    assert sends(service) == collections.Counter(phones)
+    assert {row["status"] for row in job.export()} == {"verified"}

@@ -766,7 +766,7 @@ async def serve(
                 activities.task_group = tg
                 for worker in workers:
                     tg.start_soon(worker.run)
-                    await stop.wait()
+                await stop.wait()
                 for worker in workers:
                     await worker.shutdown()
                 tg.cancel_scope.cancel()
