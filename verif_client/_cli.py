@@ -30,9 +30,9 @@ from ._pollpolicy import FalseMeans, PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
 from ._terminal import safe, safe_json, write_or_drop
-from .bulk import BulkInputError, BulkOptions, Stopper, read_input, run_job, write_output
+from .bulk import BulkInputError, BulkOptions, Stopper, read_input, run_job
 from .bulk._job import ALL_STATES, FINAL_STATES, RowState
-from .bulk._journal import Journal, JournalError, check_location, open_journal
+from .bulk._journal import Job, JournalError, check_location, is_temporal, open_job
 from .bulk._runner import library_error_unwrapped
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
@@ -45,7 +45,10 @@ EXIT_JOURNAL: Final = 3
 EXIT_ROWS_FAILED: Final = 4
 EXIT_INTERNAL: Final = 70
 
-_JOURNAL_HELP = "a SQLite file"
+_JOURNAL_HELP = (
+    "a SQLite file, or temporal://HOST:PORT/NAMESPACE?job=ID for a job shared by many "
+    "workers (the temporal extra)"
+)
 
 
 class UsageError(Exception):
@@ -316,6 +319,30 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--journal", required=True, help=_JOURNAL_HELP)
     export.add_argument("--output", required=True, help="JSON lines, one per finished row")
 
+    worker = commands.add_parser(
+        "worker",
+        help="serve the bulk jobs of a Temporal task queue until stopped",
+        description="A long-lived worker for every bulk job on Temporal whose URL names the "
+        "same task_queue (default verif-client). The service's address and credentials come "
+        "from this process's flags and environment, never from Temporal.",
+    )
+    worker.add_argument(
+        "--journal", required=True, help="temporal://HOST:PORT/NAMESPACE[?task_queue=Q]"
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=POSITIVE_COUNT,
+        default=50,
+        help="SMS requests in flight at once (default 50)",
+    )
+    worker.add_argument(
+        "--grace",
+        type=parse_duration,
+        default=10.0,
+        help="on Ctrl-C or SIGTERM, how long requests in flight may take to finish (default 10s)",
+    )
+    _connection_args(worker)
+
     demo = commands.add_parser(
         "demo",
         help="a bulk job against the in-process simulator",
@@ -328,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--rows", type=POSITIVE_COUNT, default=1000, help="numbers in the job (default 1000)"
     )
     demo.add_argument("--keep", metavar="DIR", help="keep the journal and output in DIR")
-    for command in (call, simulate, run, status, export, demo):
+    for command in (call, simulate, run, status, export, worker, demo):
         command.set_defaults(parser=command)
         # Also after the command, where it is typed last; SUPPRESS keeps one given before.
         command.add_argument(
@@ -342,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _client(
-    args: argparse.Namespace, journal: Journal | None = None, hooks: Hooks | None = None
+    args: argparse.Namespace, journal: Job | None = None, hooks: Hooks | None = None
 ) -> VerificationClient:
     """The client the flags describe; with a journal, ``--rate`` is the whole
     job's, shared by every worker of the job."""
@@ -510,9 +537,12 @@ def _bulk_prepare(
     data = _read_checked_input(args, options, codec) if args.input else None
     _check_writable("--output", args.output)
     check_location(args.journal)
-    if data is None and not os.path.exists(args.journal):
-        raise UsageError(f"--journal {args.journal}: no such journal; a new job needs --input")
-    _check_writable("--journal", args.journal)
+    if is_temporal(args.journal):
+        _temporal_location(args.journal)
+    else:
+        if data is None and not os.path.exists(args.journal):
+            raise UsageError(f"--journal {args.journal}: no such journal; a new job needs --input")
+        _check_writable("--journal", args.journal)
     try:
         metrics = _prometheus.serve(args)
     except OSError as exc:
@@ -526,7 +556,7 @@ async def _bulk_run(
     data: bytes | None,
     metrics: _prometheus.Served | None,
 ) -> int:
-    journal = open_journal(args.journal)
+    journal = await open_job(args.journal)
     stopper = Stopper(grace=args.grace)
     display = ProgressDisplay()
     signals = _Signals(stopper, display)
@@ -550,7 +580,7 @@ async def _bulk_run(
                 tg.cancel_scope.cancel()
         display.close()
     finally:
-        journal.close()
+        await journal.aclose()
     # Past this point the journal holds everything: a dead stdout or stderr
     # (see write_or_drop) only loses these lines, never the exit status.
     print_counts(counts)
@@ -601,27 +631,49 @@ def print_counts(counts: dict[str, int]) -> None:
     write_or_drop(sys.stdout, "".join(lines) + f"{'total':<{width}}  {sum(counts.values()):>8}\n")
 
 
-def _bulk_status(args: argparse.Namespace) -> int:
-    check_location(args.journal)
-    journal = open_journal(args.journal, create=False, own=False)
+async def _bulk_status(args: argparse.Namespace) -> int:
+    journal = await open_job(args.journal, create=False, own=False)
     try:
-        print_counts(journal.counts())
+        print_counts(await journal.counts())
     finally:
-        journal.close()
+        await journal.aclose()
     return 0
 
 
-def _bulk_export(args: argparse.Namespace) -> int:
+async def _bulk_export(args: argparse.Namespace) -> int:
     _check_writable("--output", args.output)
-    journal = open_journal(args.journal, create=False, own=False)
+    journal = await open_job(args.journal, create=False, own=False)
     try:
-        write_output(journal, args.output)
-        counts = journal.counts()
+        counts = await journal.export(args.output)
     finally:
-        journal.close()
+        await journal.aclose()
     finished = sum(counts[state] for state in FINAL_STATES)
     print(f"{finished} of {sum(counts.values())} rows finished, written to {safe(args.output)}")
     return 0
+
+
+def _temporal_location(location: str) -> Any:
+    """The parsed temporal:// URL (a one-line error without the temporal extra)."""
+    from .bulk._temporal import Location
+
+    return Location.parse(location)
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from .bulk._temporal import serve
+
+    if not is_temporal(args.journal):
+        raise UsageError("worker --journal: expected temporal://HOST:PORT/NAMESPACE")
+    location = _temporal_location(args.journal)
+    stopper = Stopper(grace=args.grace)
+    display = ProgressDisplay()
+    signals = _Signals(stopper, display)
+    async with _client(args) as client, anyio.create_task_group() as tg:
+        tg.start_soon(signals.watch)
+        print(f"verif-client: serving {safe(location.where())}; Ctrl-C stops", file=sys.stderr)
+        await serve(location, client, args.concurrency, stopper)
+        tg.cancel_scope.cancel()
+    return signals.exit_status
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -653,11 +705,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         from ._demo import run_demo
 
         return run_demo(rows=args.rows, keep=args.keep)
+    if args.command == "worker":
+        return anyio.run(_worker, args)
     if args.bulk_command == "run":
         return anyio.run(_bulk_run, args, *_bulk_prepare(args))
     if args.bulk_command == "export":
-        return _bulk_export(args)
-    return _bulk_status(args)
+        return anyio.run(_bulk_export, args)
+    return anyio.run(_bulk_status, args)
 
 
 class _SafeFormatter(logging.Formatter):
@@ -691,6 +745,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parse(build_parser(), argv)
     args.argv = argv
+    status = _main(args)
+    if is_temporal(getattr(args, "journal", "")) and "temporalio.bridge" in sys.modules:
+        # The Temporal SDK's native threads can crash the interpreter's
+        # finalization (PyGILState_Release): leave without it, output flushed.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.verbose:
         _verbose()
     try:

@@ -1,9 +1,9 @@
 """Bulk verification jobs from Python: what ``verif-client bulk run`` does, as a library.
 
 A job sends one SecureLink SMS per row of a CSV, waits for each answer and
-writes one JSON line per row. A journal (a SQLite file) records every step,
-so a job killed at any point resumes where it was and never texts a number
-twice::
+writes one JSON line per row. A journal (a SQLite file, or a Temporal
+namespace for a job shared by many machines) records every step, so a job
+killed at any point resumes where it was and never texts a number twice::
 
     import anyio
     from verif_client import SANDBOX_BASE_URL, VerificationClient, bulk
@@ -37,9 +37,19 @@ import anyio
 
 from .._client import VerificationClient
 from .._public import show_as_public
-from ._input import BulkInputError, load_input, read_input
+from ._input import BulkInputError, read_input
+from ._input import load_input as load_input  # importable here since 0.1
 from ._job import FINAL_STATES, BulkOptions, InputRow, JobRow, RowState
-from ._journal import Journal, JournalBusyError, JournalError, open_journal
+from ._journal import (
+    Job,
+    JobRun,
+    Journal,
+    JournalBusyError,
+    JournalError,
+    is_temporal,
+    open_job,
+    open_journal,
+)
 from ._runner import JobStoppedError, Progress, Stopper, run_bulk, write_output
 
 __all__ = [
@@ -48,6 +58,8 @@ __all__ = [
     "BulkOptions",
     "InputRow",
     "JobRow",
+    "Job",
+    "JobRun",
     "JobStoppedError",
     "Journal",
     "JournalBusyError",
@@ -55,6 +67,7 @@ __all__ = [
     "Progress",
     "RowState",
     "Stopper",
+    "open_job",
     "open_journal",
     "read_input",
     "run_bulk",
@@ -66,7 +79,7 @@ __all__ = [
 async def run_job(
     client: VerificationClient,
     *,
-    journal: str | Journal,
+    journal: str | Job,
     output: str,
     data: bytes | None = None,
     options: BulkOptions | None = None,
@@ -74,32 +87,34 @@ async def run_job(
     stopper: Stopper | None = None,
     input_name: str = "input",
 ) -> dict[str, int]:
-    """Run (or resume) a job to its end; return the journal's rows counted by state.
+    """Run (or resume, or join) a job to its end; return its rows counted by state.
 
-    ``journal`` is a SQLite path (or a journal already open, which is left
-    open). ``data`` (the input CSV's bytes) is needed for a new journal; given
-    again on a resume it must be the same file. It is checked with
-    ``client``'s own codec before the journal is opened: a
-    :class:`BulkInputError` leaves nothing behind. ``input_name`` names the
-    input in errors. ``stopper`` ends the run early on request (see
-    :class:`Stopper`); unfinished rows then wait in the journal for the next
-    run.
+    ``journal`` is a SQLite path, ``temporal://HOST:PORT/NAMESPACE?job=ID``
+    (the ``temporal`` extra), or a job already open (:func:`open_job`; left
+    open). ``data`` (the input CSV's bytes) is needed for a new job; given
+    again it must be the same file. It is checked with ``client``'s own codec
+    before the journal is opened: a :class:`BulkInputError` leaves nothing
+    behind. ``input_name`` names the input in errors. ``stopper`` ends the run
+    early on request (see :class:`Stopper`); unfinished rows then wait in the
+    journal for the next run.
     """
     options = options or BulkOptions()
     if data is not None:
         read_input(data, options.question, client.codec(), encoding=options.encoding)
-    elif isinstance(journal, str) and not await anyio.Path(journal).exists():
+    elif (
+        isinstance(journal, str)
+        and not is_temporal(journal)
+        and not await anyio.Path(journal).exists()
+    ):
         raise BulkInputError(f"{journal}: no such journal; a new job needs its input")
-    opened = open_journal(journal) if isinstance(journal, str) else journal
+    job = await open_job(journal) if isinstance(journal, str) else journal
     try:
-        if data is not None:
-            load_input(opened, data, options, client.codec(), name=input_name)
-        elif not opened.is_loaded():
-            raise BulkInputError(f"{journal}: a new journal needs its input")
-        return await run_bulk(client, opened, output, options, on_progress, stopper=stopper)
+        return await job.run(
+            JobRun(client, output, data, options, on_progress, stopper or Stopper(), input_name)
+        )
     finally:
-        if opened is not journal:
-            opened.close()
+        if job is not journal:
+            await job.aclose()
 
 
 show_as_public(__name__, globals(), __all__)

@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+import attrs
 
 from .._errors import VerifClientError
 from .._ratelimit import Limiter
-from ._job import Claim, InputRow, JobRow, RowState
+from ._job import BulkOptions, Claim, InputRow, JobRow, RowState
+
+if TYPE_CHECKING:
+    from .._client import VerificationClient
+    from ._runner import Progress, Stopper
+    from ._sqlite import SQLiteJournal
 
 
 class JournalError(VerifClientError):
@@ -147,6 +154,47 @@ class Journal(Protocol):
         ...
 
 
+@attrs.frozen(slots=True)
+class JobRun:
+    """One run of a job: the client that sends and polls, the input (None to
+    join or resume), the output file, how rows are worked, the progress
+    callback and what stops it early."""
+
+    client: VerificationClient
+    output: str
+    data: bytes | None
+    options: BulkOptions
+    on_progress: Callable[[Progress], None]
+    stopper: Stopper
+    input_name: str = "input"
+
+
+class Job(Protocol):
+    """A job as ``run_job`` and the command line see it, whichever journal holds it:
+    a SQLite file (``_sqlite``) or a Temporal namespace (``_temporal``)."""
+
+    def rate_limiter(self, rate: float) -> Limiter:
+        """A limiter of ``rate`` requests per second for the whole job."""
+        ...
+
+    async def run(self, run: JobRun) -> dict[str, int]:
+        """Load ``run.data`` unless the job has it, work the job to its end (or
+        until stopped) and write its finished rows to ``run.output``; return
+        the rows counted by state."""
+        ...
+
+    async def counts(self) -> dict[str, int]: ...
+    async def export(self, path: str) -> dict[str, int]:
+        """Write the finished rows to ``path``; return the rows counted by state."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def is_temporal(location: str) -> bool:
+    return location.startswith("temporal://")
+
+
 def check_location(location: str) -> None:
     """Refuse, in one line, a journal location of the retired PostgreSQL fleet."""
     if location.startswith(("postgresql://", "postgres://")):
@@ -156,7 +204,7 @@ def check_location(location: str) -> None:
         )
 
 
-def open_journal(location: str, *, create: bool = True, own: bool = True) -> Journal:
+def open_journal(location: str, *, create: bool = True, own: bool = True) -> SQLiteJournal:
     """Open the SQLite journal at ``location``, the path named on the command line.
 
     ``create=False`` refuses a journal that does not exist yet. ``own=False``
@@ -167,3 +215,17 @@ def open_journal(location: str, *, create: bool = True, own: bool = True) -> Jou
     from ._sqlite import SQLiteJournal
 
     return SQLiteJournal(location, create=create, own=own)
+
+
+async def open_job(location: str, *, create: bool = True, own: bool = True) -> Job:
+    """The job named by ``--journal``: ``temporal://...`` or a SQLite path
+    (``create`` and ``own`` as for :func:`open_journal`)."""
+    check_location(location)
+    # Imported here: Temporal is an optional extra, and each backend imports this module.
+    if is_temporal(location):
+        from ._temporal import TemporalJob
+
+        return await TemporalJob.open(location)
+    from ._sqlite import SQLiteJob
+
+    return SQLiteJob(open_journal(location, create=create, own=own))

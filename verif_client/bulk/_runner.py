@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import IO, Any, Final
 
 import anyio
@@ -26,26 +26,17 @@ from .._errors import (
     DeliveryUnknownError,
     HTTPStatusError,
     RequestValidationError,
-    SoapFault,
     TransportError,
     VerifClientError,
 )
 from .._operations import SEND_CONFIRMATION_SMS
 from .._polling import LocationOutcome, PollStream, VerificationOutcome
-from .._pollpolicy import PollStatus
 from .._results import RequestResult
 from ._job import FINAL_STATES, BulkOptions, JobRow, RowState
 from ._journal import Journal, JournalError
+from ._outcomes import merge_outcome, outcome_of_failure
 
 _SEND: Final = SEND_CONFIRMATION_SMS
-_VERIFICATION_STATES: Final = {
-    PollStatus.VERIFIED: RowState.VERIFIED,
-    PollStatus.DECLINED: RowState.DECLINED,
-    PollStatus.TIMED_OUT: RowState.NOT_VERIFIED,
-    PollStatus.FAILED: RowState.FAILED,
-}
-
-
 logger = logging.getLogger("verif_client")
 
 # Rows claimed at once: what can start now, and the sent rows of an earlier run.
@@ -89,15 +80,20 @@ class Progress:
 # -- output ---------------------------------------------------------------
 
 
-def write_output(journal: Journal, path: str) -> None:
-    """Write every finished row of the journal to ``path``, atomically."""
+def write_rows(rows: Iterable[JobRow], path: str) -> None:
+    """Write ``rows`` to ``path`` as JSON lines, atomically."""
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
-        for row in journal.finished():
+        for row in rows:
             handle.write(json.dumps(row.to_output(), ensure_ascii=False) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
+
+
+def write_output(journal: Journal, path: str) -> None:
+    """Write every finished row of the journal to ``path``, atomically."""
+    write_rows(journal.finished(), path)
 
 
 def rewrite_output(journal: Journal, path: str) -> IO[str]:
@@ -113,31 +109,6 @@ IN_FLIGHT_STOP_REASON: Final = (
     "the job was stopped while the SMS request was in flight; it may or may not have "
     "been sent (--resend-unknown sends it again, texting twice if it was)"
 )
-
-
-def outcome_of_failure(exc: VerifClientError, *, written: bool) -> RowState:
-    """The state of a row whose SendRequestViaSms ended in ``exc``.
-
-    ``failed`` claims the customer was not texted, so it is kept for what
-    proves it: a refusal the service answered in a form we could read, or a
-    request that never left. Anything else once the request may have been
-    written (a dropped connection, a timeout, a 5xx, a server fault, a body
-    too large or unreadable) may hide a sent SMS: ``unknown``, never resent
-    unless asked.
-    """
-    if not written:
-        return RowState.FAILED
-    if isinstance(exc, DeliveryUnknownError):
-        return RowState.UNKNOWN
-    if isinstance(exc, AuthenticationError):
-        return RowState.FAILED
-    if isinstance(exc, SoapFault):
-        return RowState.FAILED if exc.is_client_fault else RowState.UNKNOWN
-    if isinstance(exc, HTTPStatusError):
-        return RowState.FAILED if (exc.status_code or 500) < 500 else RowState.UNKNOWN
-    if isinstance(exc, TransportError):
-        return RowState.FAILED  # the client raises this only for what never left
-    return RowState.UNKNOWN
 
 
 class Stopper:
@@ -170,28 +141,6 @@ class Stopper:
         """
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
-
-
-def _location_json(outcome: LocationOutcome) -> dict[str, Any]:
-    location = outcome.result.location if outcome.result else None
-    return {
-        "location_status": outcome.status.value,
-        "location": attrs.asdict(location) if location else None,
-    }
-
-
-def _verification_json(outcome: VerificationOutcome) -> dict[str, Any]:
-    result = outcome.result
-    reason = None
-    if outcome.error is not None:
-        reason = str(outcome.error)
-    elif result is not None and result.error_message:
-        reason = result.error_message
-    return {
-        "verified": result.verified if result else None,
-        "polls": outcome.attempts,
-        "reason": reason,
-    }
 
 
 class _Stopping(Exception):
@@ -445,18 +394,11 @@ class _Run:
     async def settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
         line = self.lines_by_request[outcome.request_id]
         part = self.partial.setdefault(line, {})
-        if isinstance(outcome, LocationOutcome):
-            part.update(_location_json(outcome))
-        else:
-            part.update(_verification_json(outcome))
-            part["state"] = _VERIFICATION_STATES.get(outcome.status, RowState.FAILED)
-        if self.options.location and "location_status" not in part:
-            return
-        if "state" not in part:
+        settled = merge_outcome(part, outcome, location=self.options.location)
+        if settled is None:
             return
         del self.partial[line]
-        state = part.pop("state")
-        await self.finish(line, state, part, RowState.SENT)
+        await self.finish(line, *settled, RowState.SENT)
 
 
 SENDING: Final = RowState.SENDING

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from .._ratelimit import RateLimiter
+from ._input import BulkInputError, load_input
 from ._job import (
     ALL_STATES,
     FINAL_STATES,
@@ -40,12 +41,14 @@ from ._job import (
     check_final,
 )
 from ._journal import (
+    JobRun,
     JournalBusyError,
     JournalError,
     newer_schema_error,
     reported,
     state_mismatch_error,
 )
+from ._runner import run_bulk, write_output
 
 SCHEMA_VERSION: Final = 1
 
@@ -322,3 +325,33 @@ class SQLiteJournal:
         finally:
             self._db.close()
             self._release()
+
+
+class SQLiteJob:
+    """A job in a SQLite journal, worked by this process (see ``_runner``)."""
+
+    def __init__(self, journal: SQLiteJournal) -> None:
+        self.journal = journal
+
+    def rate_limiter(self, rate: float) -> RateLimiter:
+        return self.journal.rate_limiter(rate)
+
+    async def run(self, run: JobRun) -> dict[str, int]:
+        codec = run.client.codec()
+        if run.data is not None:
+            load_input(self.journal, run.data, run.options, codec, name=run.input_name)
+        elif not self.journal.is_loaded():
+            raise BulkInputError(f"{self.journal.path}: a new journal needs its input")
+        return await run_bulk(
+            run.client, self.journal, run.output, run.options, run.on_progress, stopper=run.stopper
+        )
+
+    async def counts(self) -> dict[str, int]:
+        return self.journal.counts()
+
+    async def export(self, path: str) -> dict[str, int]:
+        write_output(self.journal, path)
+        return self.journal.counts()
+
+    async def aclose(self) -> None:
+        self.journal.close()

@@ -1,0 +1,798 @@
+"""Bulk jobs on Temporal: any number of workers on any number of machines.
+
+``temporal://HOST:PORT/NAMESPACE?job=ID`` names a job. Every ``bulk run``
+started with it loads the input if it is the first (loading is idempotent:
+the workflows' ids derive from the job and its rows), runs a Temporal worker
+for the job and returns when every row has its outcome. The workflows (see
+``_workflows``) hold the rows; this module is the worker side: the send and
+answers activities, which use this process's :class:`VerificationClient` (its
+credentials come from this process's environment and never enter Temporal),
+and the job-wide rate limiter.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import math
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from datetime import timedelta
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
+
+import anyio
+import anyio.abc
+import attrs
+
+from .._client import VerificationClient
+from .._codec import Codec
+from .._errors import RequestValidationError, VerifClientError
+from .._operations import SEND_CONFIRMATION_SMS
+from .._polling import LocationOutcome, PollStream, VerificationOutcome
+from .._pollpolicy import PollPolicy
+from .._terminal import safe
+from ._input import BulkInputError, digest, read_input
+from ._job import ALL_STATES, FINAL_STATES, BulkOptions, InputRow, JobRow, RowState
+from ._journal import JobRun, JournalError, different_input_error
+from ._outcomes import merge_outcome, outcome_of_failure
+from ._runner import Progress, Stopper, library_error_unwrapped, write_rows
+
+try:
+    import temporalio.client
+    import temporalio.common
+    import temporalio.converter
+    import temporalio.exceptions
+    import temporalio.service
+    import temporalio.worker
+    from temporalio import activity
+except ImportError:  # pragma: no cover - depends on the installed extras
+    raise JournalError(
+        "a temporal:// journal needs temporalio: pip install 'verif-client[temporal]'"
+    ) from None
+
+from ._sealed import codec_from_environment
+from ._workflows import (
+    ANSWERS_ACTIVITY,
+    ANSWERS_QUEUE_SUFFIX,
+    SEND_ACTIVITY,
+    SEND_GROUP,
+    Answer,
+    AnswersRequest,
+    Awaited,
+    Batch,
+    JobSpec,
+    JobState,
+    JobWorkflow,
+    Polling,
+    Row,
+    RowsWorkflow,
+    SendOutcome,
+    SendRequest,
+    ToSend,
+    counts_of,
+    job_workflow_id,
+    rows_workflow_id,
+)
+
+SCHEME: Final = "temporal://"
+API_KEY_VARIABLE: Final = "TEMPORAL_API_KEY"
+DEFAULT_TASK_QUEUE: Final = "verif-client"
+_SEND: Final = SEND_CONFIRMATION_SMS
+_PARAMETERS: Final = frozenset({"job", "task_queue", "tls", "heartbeat", "batch"})
+# How long one take() of the job's rate reserves for this worker.
+_RATE_CHUNK_SECONDS: Final = 0.5
+# Queries wait on a busy workflow (and a server buffers few): not too often.
+_PROGRESS_SECONDS: Final = 2.0
+_ANSWER_LINGER: Final = 2.0
+
+
+def is_temporal(location: str) -> bool:
+    return location.startswith(SCHEME)
+
+
+@attrs.frozen(slots=True)
+class Location:
+    """A parsed ``temporal://HOST:PORT/NAMESPACE?...`` (see the README)."""
+
+    target: str
+    namespace: str
+    job: str | None
+    task_queue: str | None
+    tls: bool
+    heartbeat: float
+    batch: int
+
+    @classmethod
+    def parse(cls, location: str) -> Location:
+        def fail(problem: str) -> JournalError:
+            return JournalError(f"--journal {safe(location)}: {problem}")
+
+        parts = urlsplit(location)
+        if parts.scheme != "temporal" or not parts.hostname or parts.port is None:
+            raise fail("expected temporal://HOST:PORT/NAMESPACE?job=ID")
+        if parts.username or parts.password:
+            raise fail(f"no credentials in the URL: the API key is read from {API_KEY_VARIABLE}")
+        namespace = parts.path.strip("/") or "default"
+        params = dict(parse_qsl(parts.query, keep_blank_values=True))
+        unknown = sorted(set(params) - _PARAMETERS)
+        if unknown:
+            raise fail(
+                f"unknown parameter {unknown[0]!r} (known: {', '.join(sorted(_PARAMETERS))})"
+            )
+        try:
+            heartbeat = float(params.get("heartbeat", "20"))
+            batch = int(params.get("batch", "100"))
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if not (heartbeat > 0 and 1 <= batch <= 1000):
+            raise fail("heartbeat must be > 0 seconds and batch from 1 to 1000 rows")
+        tls = params.get("tls", "false").lower()
+        if tls not in ("true", "false", "1", "0"):
+            raise fail("tls must be true or false")
+        return cls(
+            target=f"{parts.hostname}:{parts.port}",
+            namespace=namespace,
+            job=params.get("job") or None,
+            task_queue=params.get("task_queue") or None,
+            tls=tls in ("true", "1"),
+            heartbeat=heartbeat,
+            batch=batch,
+        )
+
+    def where(self) -> str:
+        return f"temporal://{self.target}/{self.namespace}"
+
+
+async def connect(location: Location) -> temporalio.client.Client:
+    codec = codec_from_environment()
+    converter = temporalio.converter.DataConverter.default
+    if codec is not None:
+        # Sealed failures too: an error message could quote a row.
+        converter = dataclasses.replace(
+            converter,
+            payload_codec=codec,
+            failure_converter_class=temporalio.converter.DefaultFailureConverterWithEncodedAttributes,
+        )
+    api_key = os.environ.get(API_KEY_VARIABLE) or None
+    try:
+        return await temporalio.client.Client.connect(
+            location.target,
+            namespace=location.namespace,
+            api_key=api_key,
+            tls=location.tls,
+            data_converter=converter,
+        )
+    except RuntimeError as exc:
+        raise JournalError(f"{location.where()}: cannot connect ({str(exc).strip()})") from None
+
+
+def _polling(options: BulkOptions) -> Polling:
+    policy = options.policy
+    return Polling(
+        location=options.location,
+        deadline=options.deadline,
+        false_means=policy.false_means,
+        initial_delay=policy.initial_delay,
+        multiplier=policy.multiplier,
+        max_delay=policy.max_delay,
+        jitter=policy.jitter,
+    )
+
+
+def _job_row(row: Row) -> JobRow:
+    return JobRow(
+        row.line,
+        row.user_id,
+        row.phone_number,
+        row.question,
+        RowState(row.state),
+        row.request_id,
+        row.sent_at,
+        row.result,
+    )
+
+
+class JobRateLimiter:
+    """``rate`` requests per second for every worker of the job together.
+
+    The job's workflow keeps one GCRA; this worker reserves slots from it a
+    half-second at a time (one update) and spends each at its time, dropping
+    the ones it let pass, so slots of different workers never overlap. Times
+    are the Temporal server's: the workers' clocks must agree (NTP).
+    """
+
+    def __init__(self, job: TemporalJob, rate: float) -> None:
+        self._job = job
+        self.rate = rate
+        self._slots: collections.deque[float] = collections.deque()
+        self._lock = anyio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            while self._slots and self._slots[0] < time.time() - 1.0 / self.rate:
+                self._slots.popleft()
+            if not self._slots:
+                count = max(1, math.ceil(self.rate * _RATE_CHUNK_SECONDS))
+                first = await self._job.take(count, self.rate)
+                self._slots.extend(first + index / self.rate for index in range(count))
+            slot = self._slots.popleft()
+        await anyio.sleep(max(0.0, slot - time.time()))
+
+
+class _PollHub:
+    """One poll stream for every row this worker waits on with the same
+    polling settings: the client's poller batches and paces them all."""
+
+    def __init__(self, client: VerificationClient, polling: Polling, concurrency: int) -> None:
+        self.client = client
+        self.polling = polling
+        self.concurrency = concurrency
+        self.stream: PollStream[Any] | None = None
+        self.waiting: dict[int, anyio.Event] = {}
+        self.partial: dict[int, dict[str, Any]] = {}
+        self.settled: dict[int, tuple[str, dict[str, Any]]] = {}
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        polling = self.polling
+        policy = PollPolicy(
+            initial_delay=polling.initial_delay,
+            multiplier=polling.multiplier,
+            max_delay=polling.max_delay,
+            jitter=polling.jitter,
+            timeout=polling.deadline,
+            false_means=polling.false_means,  # type: ignore[arg-type]
+        )
+        poll = (
+            self.client.poll_verifications_and_locations
+            if polling.location
+            else self.client.poll_verifications
+        )
+        async with poll(policy=policy, keep_open=True, max_concurrency=self.concurrency) as stream:
+            self.stream = stream
+            task_status.started()
+            async for outcome in stream:
+                self._settle(outcome)
+
+    def _settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
+        part = self.partial.setdefault(outcome.request_id, {})
+        settled = merge_outcome(part, outcome, location=self.polling.location)
+        if settled is None:
+            return
+        del self.partial[outcome.request_id]
+        state, result = settled
+        self.settled[outcome.request_id] = (state.value, result)
+        event = self.waiting.pop(outcome.request_id, None)
+        if event is not None:
+            event.set()
+
+    async def answer(self, awaited: Awaited) -> Answer:
+        if awaited.request_id not in self.settled:
+            event = self.waiting.get(awaited.request_id)
+            if event is None:
+                # A row waited on once per worker, however often its wait is retried.
+                event = self.waiting[awaited.request_id] = anyio.Event()
+                assert self.stream is not None
+                left = self.polling.deadline - (time.time() - awaited.sent_at)
+                self.stream.add(awaited.request_id, timeout=max(0.0, left))
+            await event.wait()
+        state, result = self.settled[awaited.request_id]
+        return Answer(awaited.line, state, result)
+
+
+class _Stopping(Exception):
+    """The worker is shutting down: a request not yet written is not written."""
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(every: float, details: Callable[[], Iterable[Any]]) -> AsyncIterator[None]:
+    """Heartbeat while the body runs: a dead worker's activity times out soon."""
+
+    async def beat() -> None:
+        while True:
+            # Not at once: a short activity sends no heartbeat at all.
+            await anyio.sleep(every)
+            activity.heartbeat(*details())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(beat)
+        yield
+        tg.cancel_scope.cancel()
+
+
+class _Activities:
+    def __init__(self, client: VerificationClient, concurrency: int, heartbeat: float) -> None:
+        self.client = client
+        self.concurrency = concurrency
+        self.beat = heartbeat / 4
+        # --concurrency: the SMS requests of this worker in flight at once.
+        self.sending = anyio.CapacityLimiter(concurrency)
+        self.hubs: dict[tuple[Any, ...], _PollHub] = {}
+        self.task_group: anyio.abc.TaskGroup | None = None
+        self._hub_lock = anyio.Lock()
+
+    @activity.defn(name=SEND_ACTIVITY)
+    async def send(self, request: SendRequest) -> list[SendOutcome]:
+        outcomes: list[SendOutcome] = []
+
+        async def send_one(row: ToSend) -> None:
+            async with self.sending:
+                outcomes.append(await self._send_one(row))
+
+        async with _heartbeating(self.beat, tuple), anyio.create_task_group() as tg:
+            for row in request.rows:
+                tg.start_soon(send_one, row)
+        return outcomes
+
+    async def _send_one(self, row: ToSend) -> SendOutcome:
+        written = False
+
+        async def mark_written() -> None:
+            # After the rate limit let it go: a stop before this leaves the row queued.
+            nonlocal written
+            if activity.is_worker_shutdown():
+                raise _Stopping
+            written = True
+
+        params = _SEND.wire_params(row.phone_number, row.question)
+        try:
+            sent = await self.client.call_with(_SEND, params, before_send=mark_written)
+        except _Stopping:
+            return SendOutcome(row.line, RowState.QUEUED.value)
+        except RequestValidationError as exc:
+            return SendOutcome(row.line, RowState.INVALID.value, result={"reason": str(exc)})
+        except VerifClientError as exc:
+            state = outcome_of_failure(exc, written=written)
+            return SendOutcome(row.line, state.value, result={"reason": str(exc)})
+        if not sent.ok:
+            reason = {"reason": sent.error_message or "request id 0"}
+            return SendOutcome(row.line, RowState.FAILED.value, result=reason)
+        return SendOutcome(row.line, RowState.SENT.value, sent.request_id, time.time())
+
+    @activity.defn(name=ANSWERS_ACTIVITY)
+    async def answers(self, request: AnswersRequest) -> list[Answer]:
+        # What an earlier attempt (on a worker that died) had already settled.
+        known = {
+            answer["line"]: Answer(**answer)
+            for details in activity.info().heartbeat_details[-1:]
+            for answer in details
+        }
+        hub = await self._hub(request.polling)
+
+        # Back to the workflow once half the rows are answered, or
+        # _ANSWER_LINGER seconds after an answer, so that answered rows are
+        # recorded without waiting for the slowest: a round records at least
+        # one row (usually half), however long its rows wait.
+        enough = (len(request.rows) + 1) // 2
+        answered = anyio.Event()
+
+        async def wait(awaited: Awaited, scope: anyio.CancelScope) -> None:
+            known[awaited.line] = await hub.answer(awaited)
+            answered.set()
+            if len(known) >= enough:
+                scope.cancel()
+
+        async def linger(scope: anyio.CancelScope) -> None:
+            await answered.wait()
+            await anyio.sleep(_ANSWER_LINGER)
+            scope.cancel()
+
+        def details() -> tuple[list[dict[str, Any]]]:
+            return ([dataclasses.asdict(answer) for answer in known.values()],)
+
+        async with _heartbeating(self.beat, details), anyio.create_task_group() as outer:
+            outer.start_soon(self._stop_on_shutdown, outer.cancel_scope)
+            if not known:
+                async with anyio.create_task_group() as waits:
+                    waits.start_soon(linger, waits.cancel_scope)
+                    for awaited in request.rows:
+                        waits.start_soon(wait, awaited, waits.cancel_scope)
+            outer.cancel_scope.cancel()
+        if not known:
+            # Retried by another worker, which starts from the heartbeat's answers.
+            raise temporalio.exceptions.ApplicationError("the worker is stopping")
+        return [known[awaited.line] for awaited in request.rows if awaited.line in known]
+
+    async def _stop_on_shutdown(self, scope: anyio.CancelScope) -> None:
+        await activity.wait_for_worker_shutdown()
+        scope.cancel()
+
+    async def _hub(self, polling: Polling) -> _PollHub:
+        key = dataclasses.astuple(polling)
+        async with self._hub_lock:
+            hub = self.hubs.get(key)
+            if hub is None:
+                assert self.task_group is not None
+                hub = self.hubs[key] = _PollHub(self.client, polling, self.concurrency)
+                await self.task_group.start(hub.run)
+        return hub
+
+
+def _split(rows: list[Any], firsts: list[int]) -> list[list[Any]]:
+    """``rows`` (in line order) cut where each batch's first line starts."""
+    batches: list[list[Any]] = [[] for _ in firsts]
+    index = 0
+    for row in rows:
+        while index + 1 < len(firsts) and row.line >= firsts[index + 1]:
+            index += 1
+        batches[index].append(row)
+    return batches
+
+
+def _is_not_found(exc: temporalio.service.RPCError) -> bool:
+    return exc.status == temporalio.service.RPCStatusCode.NOT_FOUND
+
+
+class TemporalJob:
+    """A job on a Temporal server (one ``job=`` of one namespace)."""
+
+    def __init__(self, location: Location, temporal: temporalio.client.Client) -> None:
+        self.location = location
+        self.temporal = temporal
+        self.job = location.job or ""
+
+    @classmethod
+    async def open(cls, text: str) -> TemporalJob:
+        location = Location.parse(text)
+        if location.job is None:
+            raise JournalError(f"--journal {safe(text)}: name the job: ?job=ID")
+        return cls(location, await connect(location))
+
+    def where(self) -> str:
+        return f"{self.location.where()}?job={safe(self.job)}"
+
+    async def aclose(self) -> None:
+        pass  # the SDK's client holds no resource to release
+
+    # -- the job's record --------------------------------------------------
+
+    def _job_handle(self) -> temporalio.client.WorkflowHandle[Any, dict[str, int]]:
+        return self.temporal.get_workflow_handle_for(JobWorkflow.run, job_workflow_id(self.job))
+
+    async def spec(self) -> JobSpec | None:
+        """What the job is, as its first loader recorded it; None if no such job."""
+        try:
+            description = await self._job_handle().describe()
+        except temporalio.service.RPCError as exc:
+            if _is_not_found(exc):
+                return None
+            raise JournalError(f"{self.where()}: {exc.message}") from None
+        spec: JobSpec = await description.memo_value("spec", type_hint=JobSpec)
+        return spec
+
+    async def _loaded_spec(self) -> JobSpec:
+        spec = await self.spec()
+        if spec is None:
+            raise JournalError(f"{self.where()}: no such job")
+        return spec
+
+    async def take(self, count: int, rate: float) -> float:
+        first: float = await self._job_handle().execute_update(JobWorkflow.take, args=[count, rate])
+        return first
+
+    def rate_limiter(self, rate: float) -> JobRateLimiter:
+        return JobRateLimiter(self, rate)
+
+    async def load(
+        self, data: bytes, options: BulkOptions, codec: Codec, name: str = "input"
+    ) -> JobSpec:
+        """Load the input unless the job has it: the same input joins, another is refused."""
+        identity = digest(data, options.encoding)
+        spec = await self.spec()
+        if spec is not None and spec.input_digest != identity:
+            raise _different_input(self.where())
+        rows = list(read_input(data, options.question, codec, encoding=options.encoding, name=name))
+        if spec is None:
+            size = self.location.batch
+            proposed = JobSpec(
+                job=self.job,
+                input_digest=identity,
+                batches=[rows[index].line for index in range(0, len(rows), size)],
+                rows=len(rows),
+                polling=_polling(options),
+                heartbeat=self.location.heartbeat,
+                task_queue=self.location.task_queue or f"verif-job/{self.job}",
+            )
+            # Two first arrivals at once: one starts the job, the other finds it.
+            with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
+                await self.temporal.start_workflow(
+                    JobWorkflow.run,
+                    args=[proposed, None],
+                    id=job_workflow_id(self.job),
+                    task_queue=proposed.task_queue,
+                    id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.USE_EXISTING,
+                    id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    memo={"spec": proposed},
+                )
+            spec = await self._loaded_spec()
+            if spec.input_digest != identity:
+                raise _different_input(self.where())
+        records = [_record(row) for row in rows]
+        limiter = anyio.CapacityLimiter(16)
+
+        async def start(first: int, batch: list[Row]) -> None:
+            async with limiter:
+                with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
+                    await self.temporal.start_workflow(
+                        RowsWorkflow.run,
+                        Batch(self.job, batch, spec.polling, spec.heartbeat, spec.task_queue),
+                        id=rows_workflow_id(self.job, first),
+                        task_queue=spec.task_queue,
+                        id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.USE_EXISTING,
+                        id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    )
+
+        with library_error_unwrapped():
+            async with anyio.create_task_group() as tg:
+                for first, batch in zip(spec.batches, _split(records, spec.batches), strict=True):
+                    tg.start_soon(start, first, batch)
+        return spec
+
+    async def resend_unknown(self, spec: JobSpec) -> int:
+        """Queue again the unknown rows of the batches that have finished, by
+        starting them anew (and the job, if it had finished); return how many
+        rows. Batches still running keep theirs (rerun once they are done)."""
+        by_first = dict(zip(spec.batches, await self._batches(spec), strict=True))
+        again = {
+            first: rows
+            for first, (finished, rows) in by_first.items()
+            if finished and any(row.state == RowState.UNKNOWN for row in rows)
+        }
+        if not again:
+            return 0
+        job = await self._job_handle().describe()
+        if job.status == temporalio.client.WorkflowExecutionStatus.RUNNING:
+            raise JournalError(
+                f"{self.where()}: --resend-unknown acts on a finished job; this one still runs"
+            )
+        for rows in again.values():
+            for row in rows:
+                if row.state == RowState.UNKNOWN:
+                    row.state, row.result = RowState.QUEUED.value, {}
+        done = {
+            rows_workflow_id(self.job, first): counts_of(rows)
+            for first, (_, rows) in by_first.items()
+            if first not in again
+        }
+        # Allowed to run again: a closed workflow of the same id (a duplicate
+        # start by a second worker doing the same finds it running and stops).
+        again_policy: dict[str, Any] = {
+            "id_conflict_policy": temporalio.common.WorkflowIDConflictPolicy.FAIL,
+            "id_reuse_policy": temporalio.common.WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        }
+        with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
+            await self.temporal.start_workflow(
+                JobWorkflow.run,
+                args=[spec, JobState(done=done)],
+                id=job_workflow_id(self.job),
+                task_queue=spec.task_queue,
+                memo={"spec": spec},
+                **again_policy,
+            )
+            for first, rows in again.items():
+                await self.temporal.start_workflow(
+                    RowsWorkflow.run,
+                    Batch(self.job, rows, spec.polling, spec.heartbeat, spec.task_queue),
+                    id=rows_workflow_id(self.job, first),
+                    task_queue=spec.task_queue,
+                    **again_policy,
+                )
+        return sum(row.state == RowState.QUEUED for rows in again.values() for row in rows)
+
+    async def _batches(
+        self, spec: JobSpec, *, finished: bool = False
+    ) -> list[tuple[bool, list[Row]]]:
+        """Each batch's rows as its workflow holds them now, and whether it has
+        finished; with ``finished`` (the job has), each batch's result, which
+        its workflow may still be recording."""
+        limiter = anyio.CapacityLimiter(16)
+        found: dict[int, tuple[bool, list[Row]]] = {}
+
+        async def fetch(first: int) -> None:
+            handle = self.temporal.get_workflow_handle_for(
+                RowsWorkflow.run, rows_workflow_id(self.job, first)
+            )
+            async with limiter:
+                try:
+                    if finished:
+                        found[first] = (True, await handle.result())
+                        return
+                    description = await handle.describe()
+                    if description.status == temporalio.client.WorkflowExecutionStatus.COMPLETED:
+                        found[first] = (True, await handle.result())
+                    else:
+                        found[first] = (False, await handle.query(RowsWorkflow.snapshot))
+                except temporalio.service.RPCError as exc:
+                    if not _is_not_found(exc):
+                        raise JournalError(f"{self.where()}: {exc.message}") from None
+                except temporalio.client.WorkflowQueryFailedError as exc:
+                    raise JournalError(f"{self.where()}: {exc}") from None
+
+        with library_error_unwrapped():
+            async with anyio.create_task_group() as tg:
+                for first in spec.batches:
+                    tg.start_soon(fetch, first)
+        return [found.get(first, (False, [])) for first in spec.batches]
+
+    async def rows(self, spec: JobSpec, *, finished: bool = False) -> list[Row]:
+        """Every row of the job as its workflow holds it now (finished or not)."""
+        return [row for _, rows in await self._batches(spec, finished=finished) for row in rows]
+
+    async def counts(self) -> dict[str, int]:
+        return _counts(await self.rows(await self._loaded_spec()))
+
+    async def export(self, path: str) -> dict[str, int]:
+        rows = await self.rows(await self._loaded_spec())
+        await anyio.to_thread.run_sync(write_rows, _finished(rows), path)
+        return _counts(rows)
+
+    # -- working the job ---------------------------------------------------
+
+    def workers(
+        self,
+        task_queue: str,
+        activities: _Activities,
+        concurrency: int,
+        grace: float,
+        heartbeat: float,
+    ) -> list[temporalio.worker.Worker]:
+        common: dict[str, Any] = {
+            "graceful_shutdown_timeout": timedelta(seconds=grace),
+            # The workflows are ours, deterministic and import nothing that does I/O.
+            "workflow_runner": temporalio.worker.UnsandboxedWorkflowRunner(),
+            # A dead worker's workflows move to the living as soon as its activities would.
+            "sticky_queue_schedule_to_start_timeout": timedelta(seconds=heartbeat),
+        }
+        return [
+            # Activities first: a stopping worker lets them end, then its
+            # workflows record what they did and answer the last queries.
+            temporalio.worker.Worker(
+                self.temporal,
+                task_queue=task_queue,
+                activities=[activities.send],
+                # Each send activity sends up to SEND_GROUP rows at once.
+                max_concurrent_activities=math.ceil(concurrency / SEND_GROUP),
+                **common,
+            ),
+            temporalio.worker.Worker(
+                self.temporal,
+                task_queue=task_queue + ANSWERS_QUEUE_SUFFIX,
+                activities=[activities.answers],
+                max_concurrent_activities=10_000,
+                **common,
+            ),
+            temporalio.worker.Worker(
+                self.temporal,
+                task_queue=task_queue,
+                workflows=[JobWorkflow, RowsWorkflow],
+                **common,
+            ),
+        ]
+
+    async def run(self, run: JobRun) -> dict[str, int]:
+        client, options, stopper, on_progress = (
+            run.client,
+            run.options,
+            run.stopper,
+            run.on_progress,
+        )
+        if run.data is not None:
+            spec = await self.load(run.data, options, client.codec(), run.input_name)
+        else:
+            found = await self.spec()
+            if found is None:
+                raise BulkInputError(f"{self.where()}: no such job; a new job needs --input")
+            spec = found
+        if options.resend_unknown:
+            await self.resend_unknown(spec)
+        progress = Progress(deadline=spec.polling.deadline)
+        activities = _Activities(client, options.concurrency, spec.heartbeat)
+        workers = self.workers(
+            spec.task_queue, activities, options.concurrency, stopper.grace, spec.heartbeat
+        )
+        finished = anyio.Event()
+        stop = anyio.Event()
+
+        whole = anyio.CancelScope()
+
+        def on_stop(requests: int) -> None:
+            progress.stopping = True
+            stop.set()
+            if requests > 1:
+                whole.cancel()
+
+        final: list[Row] = []
+
+        async def until_finished() -> None:
+            await self._job_handle().result()
+            # The job hears from each batch just before the batch ends: its
+            # last workflow task needs this worker still running.
+            final.extend(await self.rows(spec, finished=True))
+            finished.set()
+            stop.set()
+
+        async def report() -> None:
+            while True:
+                # A count that cannot be had now (a query timing out on a busy
+                # server) only skips this refresh of the display.
+                with contextlib.suppress(JournalError):
+                    progress.states = collections.Counter(_counts(await self.rows(spec)))
+                    on_progress(progress)
+                await anyio.sleep(_PROGRESS_SECONDS)
+
+        unlisten = stopper.listen(on_stop)
+        try:
+            with whole, library_error_unwrapped():
+                async with anyio.create_task_group() as tg:
+                    activities.task_group = tg
+                    for worker in workers:
+                        tg.start_soon(worker.run)
+                    tg.start_soon(until_finished)
+                    tg.start_soon(report)
+                    if stopper.requests:
+                        stop.set()
+                    await stop.wait()
+                    # Sends in flight get the grace to be recorded; waits move elsewhere.
+                    for worker in workers[:-1]:
+                        await worker.shutdown()
+                    if not finished.is_set():
+                        final.extend(await self.rows(spec))
+                    await workers[-1].shutdown()
+                    tg.cancel_scope.cancel()
+        finally:
+            unlisten()
+        rows = final
+        await anyio.to_thread.run_sync(write_rows, _finished(rows), run.output)
+        progress.states = collections.Counter(_counts(rows))
+        on_progress(progress)
+        return _counts(rows)
+
+
+async def serve(
+    location: Location, client: VerificationClient, concurrency: int, stopper: Stopper
+) -> None:
+    """``verif-client worker``: serve every job of a task queue until stopped."""
+    job = TemporalJob(location, await connect(location))
+    task_queue = location.task_queue or DEFAULT_TASK_QUEUE
+    activities = _Activities(client, concurrency, location.heartbeat)
+    workers = job.workers(task_queue, activities, concurrency, stopper.grace, location.heartbeat)
+    stop = anyio.Event()
+    unlisten = stopper.listen(lambda requests: stop.set())
+    try:
+        with library_error_unwrapped():
+            async with anyio.create_task_group() as tg:
+                activities.task_group = tg
+                for worker in workers:
+                    tg.start_soon(worker.run)
+                await stop.wait()
+                for worker in workers:
+                    await worker.shutdown()
+                tg.cancel_scope.cancel()
+    finally:
+        unlisten()
+
+
+def _record(row: InputRow) -> Row:
+    """A row as loaded: ``invalid`` with its reason, else ``queued``."""
+    if row.problem:
+        reason = {"reason": row.problem}
+        return Row(row.line, row.user_id, row.phone_number, row.question, "invalid", result=reason)
+    return Row(row.line, row.user_id, row.phone_number, row.question, RowState.QUEUED.value)
+
+
+def _different_input(where: str) -> JournalError:
+    error = different_input_error()
+    return JournalError(f"{where}: {error}")
+
+
+def _finished(rows: list[Row]) -> list[JobRow]:
+    return [_job_row(row) for row in rows if row.state in FINAL_STATES]
+
+
+def _counts(rows: list[Row]) -> dict[str, int]:
+    counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
+    for row in rows:
+        counts[row.state] += 1
+    return counts
