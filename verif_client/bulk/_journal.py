@@ -183,12 +183,17 @@ class Job(Protocol):
         the rows counted by state."""
         ...
 
-    async def counts(self) -> dict[str, int]: ...
+    async def counts(self) -> dict[str, int]:
+        """The job's rows counted by state (``bulk status``)."""
+        ...
+
     async def export(self, path: str) -> dict[str, int]:
         """Write the finished rows to ``path``; return the rows counted by state."""
         ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Release what the job holds open (a SQLite file, a Temporal connection)."""
+        ...
 
 
 def is_temporal(location: str) -> bool:
