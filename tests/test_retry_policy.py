@@ -92,20 +92,6 @@ def test_poll_delays_without_a_generator_stay_within_the_jitter() -> None:
     assert len(set(delays)) > 1
 
 
-@pytest.mark.parametrize(("old", "new"), [(True, "final"), (False, "pending")])
-def test_the_deprecated_false_is_final_still_chooses_and_says_so(old: bool, new: str) -> None:
-    message = (
-        r"^PollPolicy\(false_is_final=\.\.\.\) is deprecated: "
-        r"use false_means='final' or false_means='pending'$"
-    )
-    with pytest.warns(DeprecationWarning, match=message):
-        policy = vc.PollPolicy(false_is_final=old)
-
-    assert policy.false_means == new
-    assert policy.false_is_final is None
-    assert "false_is_final" not in repr(policy)
-
-
 def test_a_dialect_learns_only_from_a_nil() -> None:
     dialect = VerifiedDialect()
     dialect.learn(vc.VerificationResult(verified=False))
