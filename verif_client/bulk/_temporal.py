@@ -778,7 +778,8 @@ def _record(row: InputRow) -> Row:
     """A row as loaded: ``invalid`` with its reason, else ``queued``."""
     if row.problem:
         reason = {"reason": row.problem}
-        return Row(row.line, row.user_id, row.phone_number, row.question, "invalid", result=reason)
+        state = RowState.INVALID
+        return Row(row.line, row.user_id, row.phone_number, row.question, state, result=reason)
     return Row(row.line, row.user_id, row.phone_number, row.question, RowState.QUEUED.value)
 
 
