@@ -391,3 +391,30 @@ def test_a_long_lived_worker_serves_jobs_of_its_task_queue(
         worker_log.close()
     assert sends(service) == collections.Counter(phones)
     assert {row["status"] for row in job.export()} == {"verified"}
+
+
+def test_a_stopped_worker_hands_back_the_rows_it_had_not_sent(
+    temporal_server: DevServer, service: HoldingService, tmp_path: Path
+) -> None:
+    phones = numbers(tmp_path / "in.csv", 10, prefix="553")
+    job = Job(temporal_server, service, tmp_path, "stopped")
+    service.hold_sms_answers()
+    flags = ["--concurrency", "2", "--grace", "1s"]
+    worker = job.start("w0", "--input", str(tmp_path / "in.csv"), *flags)
+    try:
+        wait_for(lambda: len(service.texted()) == 2, "two sends in flight, eight waiting")
+        in_flight = service.texted()
+        worker.send_signal(signal.SIGINT)
+        # The two answers are held past the grace: they end unknown; the
+        # eight rows never written stay queued for the next run.
+        assert worker.wait(timeout=60) == 128 + signal.SIGINT, job.log("w0")
+        assert "resume with" in job.log("w0")
+        service.release_sms_answers()
+        again = job.start("again", *flags)
+        assert again.wait(timeout=120) == 4, job.log("again")
+    finally:
+        reap([worker])
+    rows = job.export()
+    assert {row["phone_number"] for row in rows if row["status"] == "unknown"} == in_flight
+    assert {row["status"] for row in rows if row["phone_number"] not in in_flight} == {"verified"}
+    assert sends(service) == collections.Counter(phones)

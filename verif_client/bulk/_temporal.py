@@ -38,7 +38,13 @@ from ._input import BulkInputError, digest, read_input
 from ._job import ALL_STATES, FINAL_STATES, BulkOptions, InputRow, JobRow, RowState
 from ._journal import JobRun, JournalError, different_input_error
 from ._outcomes import merge_outcome, outcome_of_failure
-from ._runner import Progress, Stopper, library_error_unwrapped, write_rows
+from ._runner import (
+    IN_FLIGHT_STOP_REASON,
+    Progress,
+    Stopper,
+    library_error_unwrapped,
+    write_rows,
+)
 
 try:
     import temporalio.client
@@ -315,26 +321,34 @@ class _Activities:
 
     @activity.defn(name=SEND_ACTIVITY)
     async def send(self, request: SendRequest) -> list[SendOutcome]:
-        outcomes: list[SendOutcome] = []
+        outcomes: dict[int, SendOutcome] = {}
+        written: set[int] = set()
 
         async def send_one(row: ToSend) -> None:
             async with self.sending:
-                outcomes.append(await self._send_one(row))
+                outcomes[row.line] = await self._send_one(row, written)
 
-        async with _heartbeating(self.beat, tuple), anyio.create_task_group() as tg:
+        try:
+            async with _heartbeating(self.beat, tuple), anyio.create_task_group() as tg:
+                for row in request.rows:
+                    tg.start_soon(send_one, row)
+        except anyio.get_cancelled_exc_class():
+            # The worker stops for good (its grace is over): a request written
+            # may have been sent; one not written goes back, to any worker.
             for row in request.rows:
-                tg.start_soon(send_one, row)
-        return outcomes
+                if row.line in written and row.line not in outcomes:
+                    reason = {"reason": IN_FLIGHT_STOP_REASON}
+                    outcomes[row.line] = SendOutcome(row.line, RowState.UNKNOWN, result=reason)
+                elif row.line not in outcomes:
+                    outcomes[row.line] = SendOutcome(row.line, RowState.QUEUED)
+        return list(outcomes.values())
 
-    async def _send_one(self, row: ToSend) -> SendOutcome:
-        written = False
-
+    async def _send_one(self, row: ToSend, written: set[int]) -> SendOutcome:
         async def mark_written() -> None:
             # After the rate limit let it go: a stop before this leaves the row queued.
-            nonlocal written
             if activity.is_worker_shutdown():
                 raise _Stopping
-            written = True
+            written.add(row.line)
 
         params = _SEND.wire_params(row.phone_number, row.question)
         try:
@@ -344,7 +358,7 @@ class _Activities:
         except RequestValidationError as exc:
             return SendOutcome(row.line, RowState.INVALID.value, result={"reason": str(exc)})
         except VerifClientError as exc:
-            state = outcome_of_failure(exc, written=written)
+            state = outcome_of_failure(exc, written=row.line in written)
             return SendOutcome(row.line, state.value, result={"reason": str(exc)})
         if not sent.ok:
             reason = {"reason": sent.error_message or "request id 0"}
@@ -778,7 +792,8 @@ def _record(row: InputRow) -> Row:
     """A row as loaded: ``invalid`` with its reason, else ``queued``."""
     if row.problem:
         reason = {"reason": row.problem}
-        return Row(row.line, row.user_id, row.phone_number, row.question, "invalid", result=reason)
+        state = RowState.INVALID
+        return Row(row.line, row.user_id, row.phone_number, row.question, state, result=reason)
     return Row(row.line, row.user_id, row.phone_number, row.question, RowState.QUEUED.value)
 
 

@@ -21,6 +21,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
+from ._job import RowState
+
 SEND_ACTIVITY = "verif-client.send"
 ANSWERS_ACTIVITY = "verif-client.answers"
 # The answers wait outside the send slots: a long wait must not starve the sends.
@@ -46,7 +48,7 @@ def rows_workflow_id(job: str, first_line: int) -> str:
 
 @dataclasses.dataclass
 class Row:
-    """One row as the workflows hold it; ``state`` is a ``RowState`` value."""
+    """One row as the workflows hold it (``state``: a :class:`RowState`)."""
 
     line: int
     user_id: str | None
@@ -204,10 +206,10 @@ class RowsWorkflow:
     @workflow.run
     async def run(self, batch: Batch) -> list[Row]:
         self.rows = batch.rows
-        queued = [row for row in self.rows if row.state == "queued"]
+        queued = [row for row in self.rows if row.state == RowState.QUEUED]
         groups = [queued[index : index + SEND_GROUP] for index in range(0, len(queued), SEND_GROUP)]
         await asyncio.gather(*(self._send(batch, group) for group in groups))
-        sent = [row for row in self.rows if row.state == "sent"]
+        sent = [row for row in self.rows if row.state == RowState.SENT]
         if sent:
             await self._answers(batch, sent)
         job = workflow.get_external_workflow_handle(job_workflow_id(batch.job))
@@ -224,7 +226,7 @@ class RowsWorkflow:
     async def _send(self, batch: Batch, group: list[Row]) -> None:
         while group:
             for row in group:
-                row.state = "sending"
+                row.state = RowState.SENDING
             rows = [ToSend(row.line, row.phone_number or "", row.question or "") for row in group]
             try:
                 outcomes: list[SendOutcome] = await workflow.execute_activity(
@@ -240,7 +242,7 @@ class RowsWorkflow:
             except ActivityError:
                 # The worker died, or the activity timed out, its requests maybe written.
                 for row in group:
-                    row.state = "unknown"
+                    row.state = RowState.UNKNOWN
                     row.result = {"reason": IN_FLIGHT_REASON}
                 return
             by_line = {row.line: row for row in group}
@@ -251,7 +253,7 @@ class RowsWorkflow:
                 row.sent_at = outcome.sent_at
                 row.result = outcome.result
             # Rows a stopping worker did not write go again, to any worker.
-            group = [row for row in group if row.state == "queued"]
+            group = [row for row in group if row.state == RowState.QUEUED]
 
     async def _answers(self, batch: Batch, sent: list[Row]) -> None:
         waiting = sent
@@ -279,4 +281,4 @@ class RowsWorkflow:
                 row = by_line[answer.line]
                 row.state = answer.state
                 row.result = answer.result
-            waiting = [row for row in waiting if row.state == "sent"]
+            waiting = [row for row in waiting if row.state == RowState.SENT]
