@@ -1,6 +1,6 @@
 """Every example in the documentation runs as a test, so none can drift (Sybil).
 
-What is collected, from docs/*.md:
+What is collected, from docs/*.md and README.md:
 
 - ```python blocks run in one namespace per page, in a directory of their own, against a simulator
   on loopback: the one change made to the text is that ``SANDBOX_BASE_URL`` names that simulator,
@@ -103,9 +103,7 @@ PARSERS = [
     SkipParser(),
 ]
 
-pytest_collect_file = Sybil(
-    parsers=PARSERS,
-    patterns=["docs/*.md"],
-    setup=setup,
-    teardown=teardown,
-).pytest()
+DOCS = Sybil(parsers=PARSERS, patterns=["docs/*.md"], setup=setup, teardown=teardown)
+# The README's shell blocks install things (the demo it starts runs in tests/test_cli_help.py).
+README = Sybil(parsers=PARSERS[:2], filenames=["README.md"], setup=setup, teardown=teardown)
+pytest_collect_file = (DOCS + README).pytest()

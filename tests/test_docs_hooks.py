@@ -36,6 +36,7 @@ def test_the_cli_reference_has_every_commands_help(hooks: ModuleType) -> None:
         "verif-client bulk run",
         "verif-client bulk status",
         "verif-client bulk export",
+        "verif-client worker",
         "verif-client demo",
     ]
     assert "usage: verif-client bulk run " in page

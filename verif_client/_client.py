@@ -868,7 +868,7 @@ class VerificationClient:
     @property
     def slowed_to(self) -> float | None:
         """Requests per second this client is held to after the service answered
-        429 (see README, Retries), or None when it goes at its own pace."""
+        429 (see docs/client.md, Retries), or None when it goes at its own pace."""
         return None if self._slowdown is None else self._slowdown.rate
 
     def _slow_down(self, op: Operation[Any], wait: float | None, began: float) -> None:
@@ -879,7 +879,7 @@ class VerificationClient:
         pace = in_flight / max(clock() - began, 0.001)
         slowdown = self._slowdown
         if slowdown is None:
-            # Loaded by the first 429 only (README, Performance: start-up).
+            # Loaded by the first 429 only (docs/performance.md: start-up).
             from ._slowdown import Slowdown
 
             ceiling = self.rate_limit or pace

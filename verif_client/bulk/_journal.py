@@ -205,7 +205,7 @@ def check_location(location: str) -> None:
     if location.startswith(("postgresql://", "postgres://")):
         raise JournalError(
             "PostgreSQL journals are retired: multi-machine jobs run on Temporal "
-            "(--journal 'temporal://HOST:PORT/NAMESPACE?job=ID'; see the README)"
+            "(--journal 'temporal://HOST:PORT/NAMESPACE?job=ID'; see docs/fleet.md)"
         )
 
 

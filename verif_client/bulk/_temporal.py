@@ -101,7 +101,7 @@ def is_temporal(location: str) -> bool:
 
 @attrs.frozen(slots=True)
 class Location:
-    """A parsed ``temporal://HOST:PORT/NAMESPACE?...`` (see the README)."""
+    """A parsed ``temporal://HOST:PORT/NAMESPACE?...`` (see docs/fleet.md)."""
 
     target: str
     namespace: str
