@@ -95,7 +95,10 @@ def client_sockets_to(port: int) -> int:
             continue
         if link.startswith("socket:["):
             inodes.add(link[8:-1])
-    found = 0
+    # A set, not a count: the kernel writes these tables a page at a time, and a
+    # socket that others open or close meanwhile can shift one onto the next
+    # page twice (seen on a loaded machine as 50 sockets for 25 calls).
+    found: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as handle:
@@ -106,8 +109,8 @@ def client_sockets_to(port: int) -> int:
             fields = line.split()
             remote_port = int(fields[2].rsplit(":", 1)[1], 16)
             if remote_port == port and fields[9] in inodes:
-                found += 1
-    return found
+                found.add(fields[9])
+    return len(found)
 
 
 async def wait_for(condition: Callable[[], bool], what: str, limit: float = 30.0) -> None:
