@@ -230,6 +230,10 @@ def test_an_answer_in_another_namespace_is_still_read() -> None:
         body = body.replace(asmx.NS.encode(), b"urn:another-namespace")
         result = vc.codec_for(binding).decode(VERIFIED, 200, [], body)
         assert result == vc.VerificationResult(verified=False)
+        unreadable = body.replace(b">false<", b">maybe<")
+        with pytest.raises(vc.DecodeError) as caught:
+            vc.codec_for(binding).decode(VERIFIED, 200, [], unreadable)
+        assert caught.value.element == "SecureLink_SecurityCode_HasBeenVerifiedResult/Verified"
 
 
 @pytest.mark.parametrize(
