@@ -69,6 +69,15 @@ CASES = {
     "500-long-line": Case(
         SOAP, CONSENT, 500, b"x" * 600, vc.HTTPStatusError, "HTTP 500: " + "x" * 500, 500
     ),
+    "long-title": Case(
+        SOAP,
+        CONSENT,
+        503,
+        b"<html><title>" + b"t" * 600 + b"</title></html>",
+        vc.HTTPStatusError,
+        "HTTP 503: " + "t" * 500,
+        503,
+    ),
     "500-refused-xml": Case(
         SOAP,
         CONSENT,
@@ -206,6 +215,12 @@ def test_whitespace_before_the_document_and_a_soap_header_are_read_past() -> Non
     assert vc.codec_for(SOAP).decode(VERIFIED, 200, [], with_header) == vc.VerificationResult(
         verified=True
     )
+    # A header nested as deep as the result must not be read for it.
+    traced = asmx.response(SOAP, CONSENT, "the consent text").replace(
+        b"<soap:Body>",
+        b"<soap:Header><Trace><Hop>not the text</Hop></Trace></soap:Header><soap:Body>",
+    )
+    assert vc.codec_for(SOAP).decode(CONSENT, 200, [], traced) == "the consent text"
 
 
 def test_an_answer_in_another_namespace_is_still_read() -> None:
@@ -215,6 +230,10 @@ def test_an_answer_in_another_namespace_is_still_read() -> None:
         body = body.replace(asmx.NS.encode(), b"urn:another-namespace")
         result = vc.codec_for(binding).decode(VERIFIED, 200, [], body)
         assert result == vc.VerificationResult(verified=False)
+        unreadable = body.replace(b">false<", b">maybe<")
+        with pytest.raises(vc.DecodeError) as caught:
+            vc.codec_for(binding).decode(VERIFIED, 200, [], unreadable)
+        assert caught.value.element == "SecureLink_SecurityCode_HasBeenVerifiedResult/Verified"
 
 
 @pytest.mark.parametrize(

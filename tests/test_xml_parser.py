@@ -56,8 +56,18 @@ def parse_refusal(body: bytes) -> str:
         b"\xef\xbb\xbf" + (DOCTYPE + consent("&e;")).encode(),
         (DOCTYPE + consent("&e;")).encode(),
         (" " + DOCTYPE + consent("&e;")).encode(),
+        ('<!DOCTYPE string SYSTEM "file:///etc/passwd">' + consent("x")).encode(),
     ],
-    ids=["utf16le-bom", "utf16be-bom", "utf16le", "latin1", "utf8-bom", "no-declaration", "space"],
+    ids=[
+        "utf16le-bom",
+        "utf16be-bom",
+        "utf16le",
+        "latin1",
+        "utf8-bom",
+        "no-declaration",
+        "space",
+        "first-byte-external",
+    ],
 )
 def test_a_doctype_is_refused_before_parsing_in_any_encoding(body: bytes) -> None:
     assert parse_refusal(body) == REFUSED

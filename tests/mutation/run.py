@@ -105,12 +105,6 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     "journal": ("verif_client/_journal.py", ("tests/test_journal.py",)),
 }
 
-# mutmut forks each mutant's run from a process that has imported the package: code
-# run at import time (the XML parser is built then) would keep its original. These
-# modules' mutants run in a fresh fork server that imports nothing before the mutant.
-IMPORT_TIME = {"xml"}
-FRESH_IMPORTS = "process_isolation = forkserver\nforkserver_warmup = none\n"
-
 STATUSES = ("killed", "survived", "no tests", "timeout", "suspicious", "skipped", "segfault")
 
 
@@ -134,7 +128,6 @@ def prepare(name: str, fresh: bool) -> Path:
         f"only_mutate = {target}\n"
         f"pytest_add_cli_args_test_selection =\n    {lines}\n"
         "pytest_add_cli_args =\n    -p\n    no:cacheprovider\n"
-        + (FRESH_IMPORTS if name in IMPORT_TIME else "")
     )
     return home
 
