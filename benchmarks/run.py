@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from . import bench_journal, codec, economy, hooks, latency, memory, polling, startup
+from . import bench_journal, codec, economy, hooks, latency, memory, perpoll, polling, startup
 from .common import Report, Settings
 
 SECTIONS: dict[str, Callable[[Report, Settings], None]] = {
@@ -25,6 +25,7 @@ SECTIONS: dict[str, Callable[[Report, Settings], None]] = {
     "latency": latency.run,
     "overhead": latency.overhead,
     "journal": bench_journal.run,
+    "perpoll": perpoll.run,
 }
 
 

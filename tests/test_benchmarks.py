@@ -25,6 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
         ),
         ("overhead", "httpx", ("a full call via transport=",)),
         (
+            "perpoll",
+            "httpx",
+            (
+                "asyncio Protocol, no HTTP library (the limit)",
+                "| 64 | asyncio | verif_client poll_verifications |",
+                "intake: the first poll leaves within 50 ms",
+            ),
+        ),
+        (
             "hooks",
             "opentelemetry.sdk",
             ("OpenTelemetry SDK, in-memory exporters", "hooks off cost nothing measurable"),
