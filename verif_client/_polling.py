@@ -2,9 +2,13 @@
 
 One scheduler per poll run: a heap of (due time, id) feeding a fixed set of
 worker tasks, so thousands of waiting ids cost a heap entry each, not a
-sleeping task each. "Not done yet, ask again later" (the poll schedule of
-:class:`PollPolicy`) is kept apart from "the call failed, retry it" (the
-short :class:`RetryPolicy` inside one poll).
+sleeping task each. Ids are taken from the caller's iterable as the run has
+room for them (see ``_take``), never all up front: a million ids cost no more
+per poll than ten, and the first poll leaves at once.
+
+"Not done yet, ask again later" (the poll schedule of :class:`PollPolicy`) is
+kept apart from "the call failed, retry it" (the short :class:`RetryPolicy`
+inside one poll).
 
 Classification of answers:
 
@@ -38,9 +42,17 @@ import itertools
 import logging
 import math
 import random
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, Protocol, TypedDict
 
 import anyio
 import attrs
@@ -103,6 +115,13 @@ class CallOperation(Protocol):
     def __call__(
         self, operation: Operation[Any], params: Mapping[str, object], *, retry: RetryPolicy
     ) -> Awaitable[object]: ...
+
+
+# How many ids per worker a run watches at most: the room a waiting id needs
+# is a heap entry, so this is generous; it only bounds how far ahead of the
+# workers the intake runs when polls wait (initial_delay > 0).
+_WATCHED_PER_WORKER: Final = 64
+_POLLS_BETWEEN_YIELDS: Final = 32
 
 
 class PollKind(Generic[_O]):
@@ -216,6 +235,15 @@ class PollStream(Generic[_O]):
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)
         self._input_open = True
+        # Ids still to take from the caller's iterable, and how many watches
+        # the run holds before it takes another (see _take).
+        self._source: Iterator[int] | None = None
+        self._source_error: BaseException | None = None
+        self._room = workers * _WATCHED_PER_WORKER * len(kinds)
+        # Workers waiting for the dispatcher, and the event an async source's
+        # feed waits on until one does (or the run has room again).
+        self._idle_workers = 0
+        self._hungry = anyio.Event()
         self._wakeup = anyio.Event()
         # When the dispatcher will look at the heap again on its own (-inf: it is awake).
         self._dispatcher_wakes_at = -math.inf
@@ -224,7 +252,7 @@ class PollStream(Generic[_O]):
         self._results_in, self._results_out = anyio.create_memory_object_stream(math.inf)
 
     def __aiter__(self) -> AsyncIterator[_O]:
-        return _Settled(self._results_out)
+        return _Settled(self)
 
     def add(self, request_id: int, *, timeout: float | None = None) -> None:
         """Start watching one more id (first poll after ``policy.initial_delay``).
@@ -234,6 +262,9 @@ class PollStream(Generic[_O]):
         """
         if not self._input_open:
             raise RuntimeError("the input of this poll run is closed")
+        self._watch(request_id, timeout)
+
+    def _watch(self, request_id: int, timeout: float | None = None) -> None:
         now = self._now()
         if timeout is None:
             timeout = self._policy.timeout
@@ -246,14 +277,48 @@ class PollStream(Generic[_O]):
                 self._hooks.poll_added(self, kind.operation.name, request_id, timeout)
 
     def close_input(self) -> None:
-        """No more ids will be added: the stream ends once the last settles."""
+        """No more ids will be added: the stream ends once the last settles
+        (and the ids given at the start have all been taken)."""
         self._input_open = False
         self._wakeup.set()
 
     @property
     def waiting(self) -> int:
-        """Ids (per kind) not yet settled."""
+        """Ids (per kind) taken from the input and not yet settled."""
         return self._active
+
+    def _take(self) -> bool:
+        """Take the next id from the caller's iterable, if the run has room for it.
+
+        Called by a worker with nothing due: with no initial delay the id it
+        takes is due at once and that worker polls it, so ids leave the
+        iterable exactly as fast as polls finish. With a delay the ids wait
+        in the heap, up to the run's room.
+        """
+        source = self._source
+        if source is None or self._active >= self._room:
+            return False
+        try:
+            request_id = next(source)
+        except Exception as exc:
+            self._source = None
+            self._wakeup.set()  # the run may be over
+            if not isinstance(exc, StopIteration):
+                # Raised to the caller once what was taken has settled.
+                self._source_error = exc
+            return False
+        self._watch(request_id)
+        return True
+
+    def _next_due(self) -> _Watch | None:
+        """A watch due now: from the heap, else a new id from the caller's iterable."""
+        heap = self._heap
+        clock = self._now
+        while True:
+            if heap and heap[0][0] <= clock():
+                return heapq.heappop(heap)[2]
+            if not self._take():
+                return None
 
     def _schedule(self, watch: _Watch, due: float) -> None:
         due = min(due, watch.deadline)
@@ -276,14 +341,23 @@ class PollStream(Generic[_O]):
         await self._results_in.aclose()
 
     async def _feed(self, source: AsyncIterable[int]) -> None:
+        # As _take, for an async iterable, in a task of its own (a worker
+        # waiting on it could not poll what falls due meanwhile): an id is
+        # asked for when a worker has nothing to do and the run has room.
+        checkpoint = loop_backend().checkpoint
         async for request_id in source:
-            self.add(request_id)
+            while not self._idle_workers or self._active >= self._room:
+                self._hungry = anyio.Event()
+                await self._hungry.wait()
+            self._watch(request_id)
+            # Let the dispatcher hand it to a worker before the next is asked for.
+            await checkpoint()
         self.close_input()
 
     async def _dispatch(self, due_send: MemoryObjectSendStream[_Watch]) -> None:
         heap = self._heap
         clock = self._now
-        while self._input_open or self._active:
+        while self._input_open or self._active or self._source is not None:
             if heap and heap[0][0] <= clock():
                 watch = heapq.heappop(heap)[2]
                 try:
@@ -304,19 +378,32 @@ class PollStream(Generic[_O]):
             self._dispatcher_wakes_at = -math.inf
 
     async def _worker(self, due: MemoryObjectReceiveStream[_Watch]) -> None:
-        heap = self._heap
-        clock = self._now
         async with due:
-            async for first in due:
-                watch = first
-                while True:
-                    await self._poll(watch)
-                    # A busy worker takes the next due watch from the heap itself:
-                    # the dispatcher's hand-off costs task switches per poll, and is
-                    # only needed to wake workers that have nothing to do.
-                    if not heap or heap[0][0] > clock():
-                        break
-                    watch = heapq.heappop(heap)[2]
+            # A busy worker takes the next due watch (or a new id) itself: the
+            # dispatcher's hand-off costs task switches per poll, and is only
+            # needed to wake workers that have nothing to do.
+            checkpoint = loop_backend().checkpoint
+            in_a_row = 0
+            watch = self._next_due()
+            while True:
+                if watch is None:
+                    self._idle_workers += 1
+                    self._hungry.set()
+                    try:
+                        watch = await due.receive()
+                    except anyio.EndOfStream:
+                        return
+                    finally:
+                        self._idle_workers -= 1
+                await self._poll(watch)
+                in_a_row += 1
+                if in_a_row == _POLLS_BETWEEN_YIELDS:
+                    # A transport that answers without waiting (the simulator
+                    # in process) would otherwise never let the caller read
+                    # the outcomes of an endless iterable.
+                    in_a_row = 0
+                    await checkpoint()
+                watch = self._next_due()
 
     async def _poll(self, watch: _Watch) -> None:
         policy = self._policy
@@ -406,6 +493,8 @@ class PollStream(Generic[_O]):
         self._results_in.send_nowait(outcome)
         if not self._active:
             self._wakeup.set()
+        if self._active == self._room - 1:
+            self._hungry.set()
 
 
 class _Settled(AsyncIterator[_O]):
@@ -417,10 +506,11 @@ class _Settled(AsyncIterator[_O]):
     stream is awaited only when it is empty.
     """
 
-    __slots__ = ("_checkpoint_if_cancelled", "_results")
+    __slots__ = ("_checkpoint_if_cancelled", "_results", "_stream")
 
-    def __init__(self, results: MemoryObjectReceiveStream[_O]) -> None:
-        self._results = results
+    def __init__(self, stream: PollStream[_O]) -> None:
+        self._stream = stream
+        self._results = stream._results_out
         # Looked up at the first step, on the loop (the sync client calls
         # __aiter__ from its own thread).
         self._checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
@@ -435,11 +525,18 @@ class _Settled(AsyncIterator[_O]):
         except anyio.WouldBlock:
             pass
         except anyio.EndOfStream:
-            raise StopAsyncIteration from None
+            self._end()
         try:
             return await self._results.receive()
         except anyio.EndOfStream:
-            raise StopAsyncIteration from None
+            self._end()
+
+    def _end(self) -> NoReturn:
+        # The caller's iterable failed: every id taken before has its outcome.
+        error = self._stream._source_error
+        if error is not None:
+            raise error
+        raise StopAsyncIteration
 
 
 @asynccontextmanager
@@ -458,10 +555,10 @@ async def poll(
     ``call``; the stream yields each id's outcome per kind as it settles."""
     stream = PollStream(call, kinds, policy, workers, random.Random(), dialect, hooks)
     if not isinstance(request_ids, AsyncIterable):
-        for request_id in request_ids:
-            stream.add(request_id)
+        # Taken by the workers as they have room (see _take), not here.
+        stream._source = iter(request_ids)
         if not keep_open:
-            stream.close_input()
+            stream._input_open = False
     async with anyio.create_task_group() as tg:
         tg.start_soon(stream._run, request_ids)
         try:
