@@ -9,3 +9,16 @@ from hangs import pytest_collection_modifyitems, pytest_pyfunc_call  # noqa: F40
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture(params=["llhttp", "h11"])
+def answer_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The pool reads its answers with this parser (the bad-peer tests run on both)."""
+    from verif_client._transport import _parse
+
+    if request.param == "llhttp":
+        pytest.importorskip("httptools")
+        monkeypatch.setattr(_parse, "READER", _parse.LlhttpAnswer)
+    else:
+        monkeypatch.setattr(_parse, "READER", _parse.H11Answer)
+    return str(request.param)
