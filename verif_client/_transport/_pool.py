@@ -45,6 +45,7 @@ from .._errors import VerifClientError
 from .._inflate import ACCEPT_ENCODING
 from . import Answer, SendError, _parse
 from ._body import CappedBody, check_declared_length
+from ._deadlines import Deadlines
 from ._proxy import Proxy, ProxyRefused, open_tunnel
 from ._receiver import AsyncioReceiver
 from ._tls import ClientCert, certificate_refused, tls_context
@@ -205,6 +206,8 @@ class ConnectionPool:
         self._owner: object = None
         self._loop: Any = None
         self._now = anyio.current_time
+        # On asyncio, the attempts' deadlines share one timer (see _deadlines).
+        self._deadlines: Deadlines | None = None
 
     def _adopt(self, owner: object) -> None:
         """Bind the pool to the running event loop. Connections of another
@@ -217,6 +220,7 @@ class ConnectionPool:
         self._owner = owner
         self._loop = loop_backend()
         self._now = loop_clock()
+        self._deadlines = _deadlines_for(self._loop, self._deadlines)
 
     @property
     def open_connections(self) -> int:
@@ -230,10 +234,20 @@ class ConnectionPool:
         owner = running_loop()
         if owner is not self._owner:
             self._adopt(owner)
+        loop = self._loop
         attempt = _Attempt()
         answer: Answer | None = None
+        deadline = self._now() + time_limit
+        deadlines = self._deadlines
+        if deadlines is not None:
+            scope = loop.create_cancel_scope()
+            if not deadlines.add(scope, deadline):
+                deadlines = None
+                scope = loop.create_cancel_scope(deadline=deadline)
+        else:
+            scope = loop.create_cancel_scope(deadline=deadline)
         try:
-            with self._loop.create_cancel_scope(deadline=self._now() + time_limit):
+            with scope:
                 answer = await self._attempt(request, max_response_bytes, operation, attempt)
         except h11.ProtocolError as exc:
             raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
@@ -249,6 +263,9 @@ class ConnectionPool:
             # Whatever failed once bytes left, the service may have the
             # request: the caller must hear "delivery unknown", not a foreign error.
             raise SendError(f"ReadError: {type(exc).__name__}: {exc}", never_sent=False) from None
+        finally:
+            if deadlines is not None:
+                deadlines.discard(scope)
         if answer is None:
             if attempt.connection is None:
                 through = "" if self._proxy is None else f" through the proxy {self._proxy.shown}"
@@ -573,6 +590,16 @@ def _read_ahead(stream: object) -> bool:
             or getattr(protocol, "is_at_eof", False)
             or getattr(protocol, "exception", None) is not None
         )
+
+
+def _deadlines_for(backend: Any, kept: Deadlines | None) -> Deadlines | None:
+    """The running asyncio loop's shared deadlines (those kept, if of this loop); None on trio."""
+    if backend.__name__ != "AsyncIOBackend":
+        return None
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    return kept if kept is not None and kept.loop is loop else Deadlines(loop)
 
 
 def _reason(exc: BaseException) -> str:
