@@ -67,7 +67,16 @@ _VISIBLE: Final = re.compile(r"[\x21-\x7e]*")
 
 
 class _Connection:
-    __slots__ = ("answer", "fd", "idle_since", "plain_fd", "poller", "receive", "receiver", "stream")
+    __slots__ = (
+        "answer",
+        "fd",
+        "idle_since",
+        "plain_fd",
+        "poller",
+        "receive",
+        "receiver",
+        "stream",
+    )
 
     def __init__(
         self, stream: anyio.abc.ByteStream, receiver: AsyncioReceiver | None, *, tls: bool
