@@ -4,6 +4,7 @@ import pytest
 
 # A hang fails its test within the per-test timeout on every backend (see hangs.py).
 from hangs import pytest_collection_modifyitems, pytest_pyfunc_call  # noqa: F401
+from realparts import import_real_part
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -17,7 +18,7 @@ def answer_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     from verif_client._transport import _parse
 
     if request.param == "llhttp":
-        pytest.importorskip("httptools")
+        import_real_part("httptools", "the speedups extra's parser")
         monkeypatch.setattr(_parse, "READER", _parse.LlhttpAnswer)
     else:
         monkeypatch.setattr(_parse, "READER", _parse.H11Answer)
