@@ -12,6 +12,7 @@ in any encoding. A short password is masked only where it stands as a word.
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import logging
 import re
@@ -112,16 +113,26 @@ def every_form(password: str) -> list[str]:
     return sorted(forms)
 
 
-def assert_hidden(text: str, password: str) -> None:
+# Shapes only a parser's own error message echoes: h11 quotes the bad line as
+# a bytes repr; llhttp (the speedups extra) names the error without the bytes.
+ECHOED_BY_THE_PARSER = frozenset({"illegal-header", "illegal-status"})
+
+
+def assert_hidden(text: str, password: str, *, echoed: bool = True) -> None:
     for form in every_form(password):
         assert form not in text, f"the password shows as {form!r} in {text!r}"
-    assert "***" in text, f"the echo was lost rather than masked: {text!r}"
+    if echoed:
+        assert "***" in text, f"the echo was lost rather than masked: {text!r}"
+
+
+def echoed_with(parser: str, shape: str) -> bool:
+    return parser == "h11" or shape not in ECHOED_BY_THE_PARSER
 
 
 @pytest.mark.parametrize("password", PASSWORDS)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 async def test_an_echo_in_any_encoding_is_masked_in_the_error_and_the_log(
-    shape: str, password: str, caplog: pytest.LogCaptureFixture
+    shape: str, password: str, caplog: pytest.LogCaptureFixture, answer_parser: str
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="verif_client")
     async with (
@@ -139,7 +150,9 @@ async def test_an_echo_in_any_encoding_is_masked_in_the_error_and_the_log(
     names = ("message", "reason", "detail", "server_message")
     texts = [getattr(error, name, None) for name in names]
     shown = [str(error), repr(error), *(str(t) for t in texts if t)]
-    assert_hidden("\n".join([*shown, caplog.text]), password)
+    assert_hidden(
+        "\n".join([*shown, caplog.text]), password, echoed=echoed_with(answer_parser, shape)
+    )
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -159,7 +172,9 @@ async def test_the_cli_never_prints_an_encoded_echo(shape: str) -> None:
             )
         )
     assert done.returncode == 1, done.stderr
-    assert_hidden(done.stdout + done.stderr, password)
+    # The CLI reads with llhttp where the speedups extra is installed, as here.
+    parser = "llhttp" if importlib.util.find_spec("httptools") else "h11"
+    assert_hidden(done.stdout + done.stderr, password, echoed=echoed_with(parser, shape))
 
 
 def test_a_short_password_is_masked_only_as_a_whole_word() -> None:

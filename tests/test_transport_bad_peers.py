@@ -28,7 +28,8 @@ from relsupport import PASSWORD, USER, WITH_UVLOOP, client_sockets_to, task_coun
 import verif_client as vc
 from verif_client._transport import _pool
 
-pytestmark = pytest.mark.anyio
+# The pool's answers read by llhttp and by h11 alike.
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("answer_parser")]
 
 
 @pytest.fixture(params=WITH_UVLOOP)

@@ -35,7 +35,8 @@ from verif_client._codec import HTTPRequest
 from verif_client._transport import SendError, _pool
 from verif_client._transport._receiver import AsyncioReceiver
 
-pytestmark = pytest.mark.anyio
+# The pool's answers read by llhttp and by h11 alike.
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("answer_parser")]
 asyncio_only = pytest.mark.parametrize("anyio_backend", ["asyncio", UVLOOP])
 
 

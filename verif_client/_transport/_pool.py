@@ -1,4 +1,7 @@
-"""The default connection layer: an HTTP/1.1 pool on h11 over anyio streams.
+"""The default connection layer: an HTTP/1.1 pool over anyio streams.
+
+Answers are parsed by llhttp when httptools (the ``speedups`` extra) is
+installed, by h11 otherwise, with the same defences either way (see _parse).
 
 anyio connects and closes; on asyncio the answers are read by a protocol of
 ours on the stream's transport (see _receiver), on trio through the stream.
@@ -40,8 +43,9 @@ from .._clock import loop_backend, loop_clock, running_loop
 from .._codec import HTTPRequest
 from .._errors import VerifClientError
 from .._inflate import ACCEPT_ENCODING
-from . import Answer, SendError
+from . import Answer, SendError, _parse
 from ._body import CappedBody, check_declared_length
+from ._deadlines import Deadlines
 from ._proxy import Proxy, ProxyRefused, open_tunnel
 from ._receiver import AsyncioReceiver
 from ._tls import ClientCert, certificate_refused, tls_context
@@ -60,21 +64,19 @@ _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _TARGET: Final = re.compile(r"/[\x21-\x7e]*")
 _VALUE: Final = re.compile(r"[\x20-\x7e]*")
 _VISIBLE: Final = re.compile(r"[\x21-\x7e]*")
-_END: Final = h11.EndOfMessage()
-_STAND_INS: dict[str, h11.Request] = {}
-
-
-def _stand_in(method: str) -> h11.Request:
-    event = _STAND_INS.get(method)
-    if event is None:
-        event = _STAND_INS[method] = h11.Request(
-            method=method, target="/", headers=[("Host", "stand-in")]
-        )
-    return event
 
 
 class _Connection:
-    __slots__ = ("fd", "h11", "idle_since", "plain_fd", "poller", "receive", "receiver", "stream")
+    __slots__ = (
+        "answer",
+        "fd",
+        "idle_since",
+        "plain_fd",
+        "poller",
+        "receive",
+        "receiver",
+        "stream",
+    )
 
     def __init__(
         self, stream: anyio.abc.ByteStream, receiver: AsyncioReceiver | None, *, tls: bool
@@ -87,7 +89,7 @@ class _Connection:
         # Where a request can be written with one write(2) (see _write); -1 over TLS.
         self.plain_fd = -1 if tls else fd
         _read_in_heap_sized_chunks(stream)
-        self.h11 = h11.Connection(h11.CLIENT)
+        self.answer = _parse.reader()()
         self.idle_since = 0.0
         # On asyncio, answers are read (and over TLS, requests written) by a
         # protocol of ours on the socket's transport (see _receiver).
@@ -213,6 +215,8 @@ class ConnectionPool:
         self._owner: object = None
         self._loop: Any = None
         self._now = anyio.current_time
+        # On asyncio, the attempts' deadlines share one timer (see _deadlines).
+        self._deadlines: Deadlines | None = None
 
     def _adopt(self, owner: object) -> None:
         """Bind the pool to the running event loop. Connections of another
@@ -225,6 +229,7 @@ class ConnectionPool:
         self._owner = owner
         self._loop = loop_backend()
         self._now = loop_clock()
+        self._deadlines = _deadlines_for(self._loop, self._deadlines)
 
     @property
     def open_connections(self) -> int:
@@ -238,10 +243,20 @@ class ConnectionPool:
         owner = running_loop()
         if owner is not self._owner:
             self._adopt(owner)
+        loop = self._loop
         attempt = _Attempt()
         answer: Answer | None = None
+        deadline = self._now() + time_limit
+        deadlines = self._deadlines
+        if deadlines is not None:
+            scope = loop.create_cancel_scope()
+            if not deadlines.add(scope, deadline):
+                deadlines = None
+                scope = loop.create_cancel_scope(deadline=deadline)
+        else:
+            scope = loop.create_cancel_scope(deadline=deadline)
         try:
-            with self._loop.create_cancel_scope(deadline=self._now() + time_limit):
+            with scope:
                 answer = await self._attempt(request, max_response_bytes, operation, attempt)
         except h11.ProtocolError as exc:
             raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
@@ -257,6 +272,9 @@ class ConnectionPool:
             # Whatever failed once bytes left, the service may have the
             # request: the caller must hear "delivery unknown", not a foreign error.
             raise SendError(f"ReadError: {type(exc).__name__}: {exc}", never_sent=False) from None
+        finally:
+            if deadlines is not None:
+                deadlines.discard(scope)
         if answer is None:
             if attempt.connection is None:
                 through = "" if self._proxy is None else f" through the proxy {self._proxy.shown}"
@@ -281,7 +299,7 @@ class ConnectionPool:
         connection = await self._checkout()
         attempt.connection = connection
         try:
-            data = self._request_bytes(connection.h11, request)
+            data = self._request_bytes(connection.answer, request)
             await _write(connection, data, attempt)
             return await _read_answer(connection, cap, operation)
         except BaseException:
@@ -290,7 +308,7 @@ class ConnectionPool:
             await connection.close()
             raise
 
-    def _request_bytes(self, h: h11.Connection, request: HTTPRequest) -> bytes:
+    def _request_bytes(self, answer: _parse.Reader, request: HTTPRequest) -> bytes:
         key = (request.method, request.path, request.headers)
         head = self._heads.get(key)
         if head is None:
@@ -299,11 +317,7 @@ class ConnectionPool:
             # the parameters, so the cache stops growing rather than hold them all.
             if len(self._heads) < _HEADS_CACHED:
                 self._heads[key] = head
-        # h11 reads the answer; what it must know of the request is only the
-        # method (a HEAD answer has no body) and that the connection may stay
-        # open, so it is told with a stand-in of the same method.
-        h.send(_stand_in(request.method))
-        h.send(_END)
+        answer.start(request.method)
         body = request.body
         if body or request.method not in ("GET", "HEAD"):
             return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
@@ -484,56 +498,50 @@ async def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> Non
 
 
 async def _read_answer(connection: _Connection, cap: int, operation: str) -> Answer:
-    h = connection.h11
+    answer = connection.answer
     receive = connection.receive
-    status = 0
-    headers: list[tuple[str, str]] = []
+    chunks = answer.chunks
     body: CappedBody | None = None
     # A request was just written on a connection with nothing left unread
-    # (new, or found clean by _reusable): h11 needs data before any event, so
-    # read first rather than ask it.
-    event: object = h11.NEED_DATA
+    # (new, or found clean by _reusable): read first.
     while True:
-        if event is h11.NEED_DATA:
-            try:
-                data = await receive(_READ_SIZE)
-            except anyio.EndOfStream:
-                data = b""
-                if body is None:
-                    raise SendError(
-                        "RemoteProtocolError: Server disconnected without sending a response.",
-                        never_sent=False,
-                    ) from None
-            h.receive_data(data)
-        elif type(event) is h11.Response:
-            status = event.status_code
-            headers = [
-                (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
-            ]
+        try:
+            data = await receive(_READ_SIZE)
+        except anyio.EndOfStream:
+            data = b""
+            if answer.headers is None:
+                raise SendError(
+                    "RemoteProtocolError: Server disconnected without sending a response.",
+                    never_sent=False,
+                ) from None
+        answer.feed(data)
+        if body is None:
+            if answer.headers is None:
+                continue
             encoding = ""
-            for name, value in event.headers:
+            for name, value in answer.headers:
                 if name == b"content-length":
                     check_declared_length(value.decode("latin-1"), cap, operation)
                 elif name == b"content-encoding":
                     encoding = value.decode("latin-1")
             body = CappedBody(encoding, cap, operation)
-        elif type(event) is h11.Data:
-            assert body is not None
-            body.feed(bytes(event.data))
-        elif type(event) is h11.EndOfMessage:
-            assert body is not None
+        if chunks:
+            for chunk in chunks:
+                body.feed(chunk)
+            chunks.clear()
+        if answer.complete:
             if connection.receiver is not None:
                 # Whatever comes now was never asked for.
                 connection.receiver.expecting = False
-            return status, headers, body.value()
-        elif type(event) is h11.InformationalResponse:
-            pass  # 100 Continue and friends: the attempt's deadline bounds how many
-        else:  # ConnectionClosed before the answer ended
+            head = answer.headers
+            assert head is not None
+            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in head]
+            return answer.status, headers, body.value()
+        if not data:  # pragma: no cover - both readers end or refuse at a close
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
                 never_sent=False,
             )
-        event = h.next_event()
 
 
 def _reusable(connection: _Connection) -> bool:
@@ -542,17 +550,7 @@ def _reusable(connection: _Connection) -> bool:
         # Answered before it had read all of the request: what it did not
         # read would be written after the next request's first bytes.
         return False
-    h = connection.h11
-    # MUST_CLOSE (Connection: close, HTTP/1.0) leaves the states short of DONE.
-    if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
-        return False
-    data, closed = h.trailing_data
-    if data or closed:
-        # Bytes after the answer were never asked for: they must never be
-        # read as the answer to the next request.
-        return False
-    h.start_next_cycle()
-    return True
+    return connection.answer.reusable()
 
 
 def _untouched(connection: _Connection) -> bool:
@@ -601,6 +599,16 @@ def _read_ahead(stream: object) -> bool:
             or getattr(protocol, "is_at_eof", False)
             or getattr(protocol, "exception", None) is not None
         )
+
+
+def _deadlines_for(backend: Any, kept: Deadlines | None) -> Deadlines | None:
+    """The running asyncio loop's shared deadlines (those kept, if of this loop); None on trio."""
+    if backend.__name__ != "AsyncIOBackend":
+        return None
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    return kept if kept is not None and kept.loop is loop else Deadlines(loop)
 
 
 def _reason(exc: BaseException) -> str:

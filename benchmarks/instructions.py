@@ -1,0 +1,122 @@
+"""Instructions per poll under callgrind: a deterministic figure for A/B decisions.
+
+Wall-clock and CPU-time figures move with whatever else runs on a shared
+machine; instruction counts do not. ``python -m benchmarks.instructions``
+runs ``poll_verifications`` against the 50 ms ``latency_server`` (its own
+process, not under valgrind) with ``POOL`` connections, twice under
+``valgrind --tool=callgrind``: once with ``POOL`` ids (every connection
+opened and used once) and once with ``POOL + EXTRA`` ids. The difference over
+``EXTRA`` is what one more poll costs on a warm connection, the intake of its
+id included, start-up and connecting excluded. Needs valgrind on PATH.
+
+``python -m benchmarks.instructions --pools 1024,4096 --extra 2048 --loop asyncio``
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from .common import ROOT
+
+
+def _child(loop: str, pool: int, count: int, base_url: str) -> None:
+    import asyncio
+
+    from verif_client import PollPolicy, PollStatus, VerificationClient
+
+    from . import workload
+
+    zero = PollPolicy(initial_delay=0, max_delay=0, jitter=0, timeout=600)
+
+    async def main() -> None:
+        verified = 0
+        failure = None
+        async with (
+            VerificationClient(
+                base_url,
+                username=workload.USERNAME,
+                password=workload.PASSWORD,
+                max_connections=pool,
+                # Under valgrind, opening thousands of connections is slow.
+                timeout=600,
+            ) as client,
+            client.poll_verifications(
+                range(10**9, 10**9 + count), policy=zero, max_concurrency=pool
+            ) as outcomes,
+        ):
+            async for outcome in outcomes:
+                verified += outcome.status is PollStatus.VERIFIED
+                failure = failure or outcome.error
+        if verified != count:
+            raise SystemExit(f"{count - verified} of {count} polls not VERIFIED: {failure}")
+
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
+    else:
+        asyncio.run(main())
+
+
+def instructions(loop: str, pool: int, count: int, base_url: str) -> int:
+    """Instructions the client process ran, start-up to exit, under callgrind."""
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={Path(tmp) / 'out'}",
+                sys.executable,
+                "-m",
+                "benchmarks.instructions",
+                "--child",
+                loop,
+                str(pool),
+                str(count),
+                base_url,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no callgrind total in:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__)
+    parser.add_argument("--pools", default="1024,4096", help="comma-separated pool sizes")
+    parser.add_argument("--extra", type=int, default=2048, help="polls measured on warm pools")
+    parser.add_argument("--loop", default="asyncio", choices=("asyncio", "uvloop"))
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        loop, pool, count, base_url = args.child
+        _child(loop, int(pool), int(count), base_url)
+        return 0
+    from . import latency_server
+
+    print(f"| connections | loop | instructions per poll (callgrind, {args.extra:,} polls) |")
+    print("|---:|---|---:|")
+    with latency_server.running(50, cpu=0) as info:
+        for pool in (int(p) for p in args.pools.split(",")):
+            base = instructions(args.loop, pool, pool, info["base_url"])
+            more = instructions(args.loop, pool, pool + args.extra, info["base_url"])
+            print(f"| {pool:,} | {args.loop} | {(more - base) / args.extra:,.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""The attempts' deadlines on asyncio: one timer for all of them, O(1) per attempt.
+
+A cancel scope with a deadline schedules a timer of its own on asyncio: a
+``TimerHandle`` pushed on the loop's heap and, once cancelled, popped again,
+each push and pop O(log n) comparisons of Python objects, n growing with the
+attempts in flight (the pool's size). Every attempt of a pool has the same
+time limit, so their deadlines come in order: a first-in-first-out queue
+holds them, and one timer, for the earliest, cancels what is due. An attempt
+whose deadline comes before an earlier one's (a retry with less time left)
+keeps a deadline of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import OrderedDict
+from typing import Any
+
+
+class Deadlines:
+    """Cancel scopes to cancel at their deadlines, kept in deadline order."""
+
+    __slots__ = ("_last", "_loop", "_pending", "_timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        # Insertion order is deadline order (see add): the first is the earliest.
+        self._pending: OrderedDict[Any, float] = OrderedDict()
+        self._timer: asyncio.TimerHandle | None = None
+        self._last = -math.inf
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def add(self, scope: Any, deadline: float) -> bool:
+        """Cancel ``scope`` at ``deadline``; False (and nothing done) if it would
+        come before a deadline already kept: give the scope its own then."""
+        if deadline < self._last:
+            return False
+        self._last = deadline
+        self._pending[scope] = deadline
+        if self._timer is None:
+            self._timer = self._loop.call_at(deadline, self._expire)
+        return True
+
+    def discard(self, scope: Any) -> None:
+        """The scope is done: nothing to cancel any more."""
+        self._pending.pop(scope, None)
+
+    def _expire(self) -> None:
+        # Attempts end long before their deadlines, so this usually finds the
+        # earliest still ahead and only sets the timer again: once per time limit.
+        self._timer = None
+        pending = self._pending
+        now = self._loop.time()
+        while pending:
+            scope, deadline = next(iter(pending.items()))
+            if deadline > now:
+                self._timer = self._loop.call_at(deadline, self._expire)
+                return
+            del pending[scope]
+            scope.cancel()
