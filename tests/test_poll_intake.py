@@ -148,3 +148,22 @@ async def test_an_id_added_while_the_iterable_is_still_being_taken_is_polled_too
             async for outcome in outcomes:
                 seen.add(outcome.request_id)
     assert seen == {extra, *range(10**9, 10**9 + 30)}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["iterable", "async iterable"])
+async def test_leaving_a_run_while_ids_are_due_raises_nothing(kind: str) -> None:
+    # Leaving tears the workers down; a dispatcher woken just before (an id
+    # fell due) must not then fail on the workers being gone. It depends on
+    # the order the loop runs its tasks in, so the run is left at many points.
+    simulator = verifying()
+    async with client_seeing(Taken(ahead=10**9), simulator) as client:
+        for leave_after in range(1, 80):
+            ids = itertools.count(1) if kind == "iterable" else Taken(ahead=10**9).async_ids(1)
+            seen = 0
+            async with client.poll_verifications(ids, policy=NOW, max_concurrency=3) as outcomes:
+                async for _ in outcomes:
+                    seen += 1
+                    if seen == leave_after:
+                        break
+            assert seen == leave_after

@@ -361,11 +361,18 @@ class PollStream(Generic[_O]):
             if heap and heap[0][0] <= clock():
                 watch = heapq.heappop(heap)[2]
                 try:
-                    # An idle worker takes it at once: no task switch for the
-                    # dispatcher, which send() would always make.
-                    due_send.send_nowait(watch)
-                except anyio.WouldBlock:
-                    await due_send.send(watch)
+                    try:
+                        # An idle worker takes it at once: no task switch for
+                        # the dispatcher, which send() would always make.
+                        due_send.send_nowait(watch)
+                    except anyio.WouldBlock:
+                        await due_send.send(watch)
+                except anyio.BrokenResourceError:
+                    # Every worker is gone: the run is being torn down (the
+                    # caller left it, or a worker's error cancels it), and a
+                    # dispatcher woken just before the cancellation must not
+                    # add an error of its own to that.
+                    return
                 continue
             self._wakeup = anyio.Event()
             if heap:
