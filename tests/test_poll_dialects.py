@@ -31,6 +31,10 @@ from verif_client.simulator import Script, Simulator, SimulatorConfig, serve, se
 VERIFIED = "SecureLink_SecurityCode_HasBeenVerified"
 # The default classification (false_means="auto"), on a schedule fast enough for tests.
 FAST = vc.PollPolicy(initial_delay=0, multiplier=1, max_delay=0.001, jitter=0, timeout=30)
+# One poll at once, the next never (its due time is past the timeout): a run
+# that cannot settle ends TIMED_OUT after one answer, however slow the machine
+# (a short timeout instead could cut that one poll, and nothing would be read).
+ONCE = vc.PollPolicy(initial_delay=1e-6, multiplier=1e9, max_delay=60, jitter=0, timeout=1)
 FAST_RETRY = vc.RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002, deadline=10)
 WHERE = pytest.mark.parametrize("where", ["in-process", "loopback"])
 
@@ -99,18 +103,19 @@ async def test_auto_reads_false_as_pending_until_a_nil_is_seen(where: str) -> No
     """A decline seen before any nil is pending; once a poll run has seen a nil
     from another id of the same service, the decline is final at its next poll."""
     sim = simulator("nil", Script.manual())
-    short = attrs.evolve(FAST, timeout=0.05)
     async with connected(sim, where) as client:
         (early,) = await send(client, 1)
         sim.decline(early)
-        (alone,) = await poll(client, [early], short)
+        (alone,) = await poll(client, [early], ONCE)
         assert alone.status is vc.PollStatus.TIMED_OUT
+        assert alone.result == vc.VerificationResult(False)
         (pending,) = await send(client, 1, first=1)
         # Separate runs, so the nil is seen before the decline is read again
         # whatever order a single run's workers would poll them in.
-        (waiting,) = await poll(client, [pending], short)
-        (declined,) = await poll(client, [early], short)
+        (waiting,) = await poll(client, [pending], ONCE)
+        (declined,) = await poll(client, [early], FAST)
     assert waiting.status is vc.PollStatus.TIMED_OUT
+    assert waiting.result == vc.VerificationResult(None)
     assert declined.status is vc.PollStatus.DECLINED
     assert declined.attempts == 1
 
@@ -136,8 +141,9 @@ async def test_any_nil_the_client_saw_teaches_it(where: str, lesson: str) -> Non
 async def test_bool_shape_decline_cannot_be_told_from_pending_and_times_out(where: str) -> None:
     sim = simulator("bool", Script(answer="declined", pending_polls=0))
     async with connected(sim, where) as client:
-        settled = await poll(client, await send(client, 3), attrs.evolve(FAST, timeout=0.05))
+        settled = await poll(client, await send(client, 3), ONCE)
     assert {outcome.status for outcome in settled} == {vc.PollStatus.TIMED_OUT}
+    assert {outcome.result for outcome in settled} == {vc.VerificationResult(False)}
 
 
 @pytest.mark.anyio
@@ -167,10 +173,13 @@ async def test_false_means_can_be_fixed(
     where: str, dialect: str, false_means: str, expected: vc.PollStatus
 ) -> None:
     sim = simulator(dialect, Script(answer="declined", pending_polls=0))
-    policy = attrs.evolve(FAST, timeout=0.05, false_means=false_means)
+    # A decline settles at its first poll; a timeout needs one answer read first.
+    schedule = FAST if expected is vc.PollStatus.DECLINED else ONCE
+    policy = attrs.evolve(schedule, false_means=false_means)
     async with connected(sim, where) as client:
         settled = await poll(client, await send(client, 2), policy)
     assert {outcome.status for outcome in settled} == {expected}
+    assert {outcome.result for outcome in settled} == {vc.VerificationResult(False)}
 
 
 def garbling(app: Any, bad_answers: int) -> Any:
