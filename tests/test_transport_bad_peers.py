@@ -210,6 +210,120 @@ async def test_a_slow_peer_cannot_hold_a_poll_past_its_deadline(peer: str) -> No
     assert 1 <= counter.requests <= FAST_RETRY.attempts
 
 
+def slow_after_first_answer(counter: Counter, slow: Handler) -> Handler:
+    """Answers its first connection's first request at once, then is ``slow``
+    on that same connection; later connections are answered at once."""
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        counter.requests += 1
+        first_connection = counter.requests == 1
+        wire = Wire(stream)
+        if await wire.request() is None:
+            return
+        await stream.send(NOT_VERIFIED)
+        if first_connection:
+            await slow(_Replayed(stream, wire))
+            return
+        while await wire.request() is not None:
+            await stream.send(NOT_VERIFIED)
+
+    return handle
+
+
+class _Replayed:
+    """A stream whose first requests come out of a Wire's buffer first."""
+
+    def __init__(self, stream: anyio.abc.SocketStream, wire: Wire) -> None:
+        self.stream = stream
+        self.wire = wire
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self.wire.buffer:
+            data, self.wire.buffer = self.wire.buffer, b""
+            return data
+        return await self.stream.receive(max_bytes)
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send(data)
+
+
+@pytest.mark.parametrize("peer", ["trickle", "100-continue", "silent"])
+async def test_a_slow_peer_on_a_kept_connection_cannot_hold_a_call_past_its_deadline(
+    peer: str,
+) -> None:
+    # The second call goes on the connection the first one left idle: on
+    # asyncio its deadline cuts the receiver's wait, not a cancel scope's.
+    slow_requests = Counter()
+
+    async def silent(stream: Any) -> None:
+        await Wire(stream).request()
+        await anyio.sleep_forever()
+
+    slow = {
+        "trickle": trickling(slow_requests, SMS_SENT),
+        "100-continue": continuing(slow_requests),
+        "silent": silent,
+    }[peer]
+    connections = Counter()
+    handle = slow_after_first_answer(connections, slow)
+    once = vc.RetryPolicy(attempts=1)
+    async with raw_server(handle) as port, client(port, timeout=0.5, retry=once) as c:
+        with anyio.fail_after(GUARD):
+            assert (await c.has_been_verified(7)).verified is False
+            with pytest.raises(vc.DeliveryUnknownError) as caught:
+                await send_sms(c)
+            # The connection the deadline cut is never used again.
+            assert (await c.has_been_verified(7)).verified is False
+    assert "Timeout" in str(caught.value)
+    assert PASSWORD not in str(caught.value)
+    assert connections.requests == 2
+
+
+async def test_a_call_with_less_time_left_is_cut_at_its_own_deadline() -> None:
+    # Two kept connections. A call with the client's 30 s hangs on one; a
+    # call whose retry deadline leaves it 0.3 s goes on the other. Its
+    # deadline comes before the one already waiting: it must still be cut
+    # at its own, not left to wait behind the first.
+    both_asked = anyio.Event()
+    requests = Counter()
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            requests.requests += 1
+            if requests.requests <= 2:
+                if requests.requests == 2:
+                    both_asked.set()
+                await both_asked.wait()
+                await stream.send(NOT_VERIFIED)
+            # Every later request is never answered.
+
+    hung_call_ended = False
+
+    async def hung_call(c: vc.VerificationClient) -> None:
+        nonlocal hung_call_ended
+        with suppress(vc.TransportError):
+            await c.has_been_verified(1)
+        hung_call_ended = True
+
+    once = vc.RetryPolicy(attempts=1)
+    short = vc.RetryPolicy(attempts=1, deadline=0.3)
+    async with raw_server(handle) as port, client(port, timeout=30, retry=once) as c:
+        with anyio.fail_after(GUARD):
+            async with anyio.create_task_group() as warm:
+                warm.start_soon(c.has_been_verified, 1)
+                warm.start_soon(c.has_been_verified, 2)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(hung_call, c)
+                await wait_for(lambda: requests.requests == 3, "the first call's request")
+                with pytest.raises(vc.TransportError) as caught:
+                    await c.call_with(VERIFIED, {"RequestId": 3}, retry=short)
+                assert not hung_call_ended
+                tg.cancel_scope.cancel()
+    assert "Timeout" in str(caught.value)
+    assert requests.requests == 4
+
+
 # -- connections that must not be reused --------------------------------------
 
 

@@ -8,6 +8,9 @@ time limit, so their deadlines come in order: a first-in-first-out queue
 holds them, and one timer, for the earliest, cancels what is due. An attempt
 whose deadline comes before an earlier one's (a retry with less time left)
 keeps a deadline of its own.
+
+What is cut is anything with a ``cancel()``: a cancel scope, or the receiver
+of a connection whose attempt waits only for its answer (see _pool).
 """
 
 from __future__ import annotations

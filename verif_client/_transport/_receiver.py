@@ -41,6 +41,10 @@ _TRANSPORT_METHODS = (
 )
 
 
+class AttemptCut(Exception):
+    """The attempt waiting on this connection reached its deadline (see cancel)."""
+
+
 class AsyncioReceiver(asyncio.Protocol):
     """The protocol of one pool connection's transport, once taken over."""
 
@@ -83,6 +87,7 @@ class AsyncioReceiver(asyncio.Protocol):
         self.expecting = False
         # Set by the pool before it closes the connection: a close of ours, not the peer's.
         self.closed_here = False
+        self._cut = False
 
     @property
     def stray(self) -> bool:
@@ -127,6 +132,14 @@ class AsyncioReceiver(asyncio.Protocol):
         self._error = exc
         self._wake()
 
+    def cancel(self) -> None:
+        """The attempt's deadline passed: its receive raises AttemptCut, now or
+        at its next call. The attempt then closes the connection, so this is
+        never undone. (Named as a cancel scope's, whose place it takes in the
+        pool's shared deadlines.)"""
+        self._cut = True
+        self._wake()
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -141,6 +154,8 @@ class AsyncioReceiver(asyncio.Protocol):
         """
         chunks = self._chunks
         while not chunks:
+            if self._cut:
+                raise AttemptCut
             if self._error is not None:
                 raise anyio.BrokenResourceError from self._error
             if self.closed_here:
@@ -154,6 +169,8 @@ class AsyncioReceiver(asyncio.Protocol):
                 await waiter
             finally:
                 self._waiter = None
+        if self._cut:
+            raise AttemptCut
         if len(chunks) == 1:
             return chunks.popleft()
         data = b"".join(chunks)
