@@ -1,7 +1,7 @@
 """What a SQLite job does against a careless operator and an erring service, on Temporal too.
 
-A wrong password stops the whole job (every worker of it, in every process)
-with its rows queued, and a rerun carries on; a 429 is sent again, never
+A wrong password (or a service nobody can reach) stops the whole job (every
+worker of it, in every process) with its rows queued, and a rerun carries on; a 429 is sent again, never
 failed; a request id the service gives two rows makes the second ``unknown``,
 whichever batches they are in; ``--resend-failed`` sends again the rows the
 service refused. Each runs ``verif-client bulk run`` processes on a real dev
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -87,6 +88,36 @@ def test_refused_credentials_stop_every_worker_and_a_rerun_carries_on(
         texted = collections.Counter(link.phone_number for link in simulator.secure_links)
         assert texted == collections.Counter(phones)
         assert len(simulator.calls(SEND)) == 60 + refused
+
+
+def test_a_service_nobody_can_reach_stops_the_job_and_a_rerun_carries_on(
+    temporal_server: DevServer, tmp_path: Path
+) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # closed again: connections are refused
+    phones = numbers(tmp_path / "in.csv", 30, prefix="544")
+    nowhere = SimpleNamespace(base_url=f"http://127.0.0.1:{port}")
+    job = Job(temporal_server, nowhere, tmp_path, "nowhere")  # type: ignore[arg-type]
+    worker = job.start("w0", "--input", str(tmp_path / "in.csv"), "--concurrency", "5")
+    try:
+        assert worker.wait(timeout=120) == 1, job.log("w0")
+    finally:
+        reap([worker])
+    (line,) = messages(job, "w0")
+    assert "could not be reached" in line
+    assert (tmp_path / "w0.jsonl").read_text() == "", "no row failed"
+    with serve_holding(Simulator(config=SimulatorConfig(script=Script(pending_polls=0)))) as sim:
+        job.env["VERIF_BASE_URL"] = sim.base_url
+        again = job.start("again")
+        try:
+            assert again.wait(timeout=120) == 0, job.log("again")
+        finally:
+            reap([again])
+        assert collections.Counter(link.phone_number for link in sim.app.secure_links) == (
+            collections.Counter(phones)
+        )
+    assert statuses(job) == {"verified": 30}
 
 
 @pytest.fixture
