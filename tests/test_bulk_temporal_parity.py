@@ -1,12 +1,13 @@
 """What a SQLite job does against a careless operator and an erring service, on Temporal too.
 
 A wrong password (or a service nobody can reach) stops the whole job (every
-worker of it, in every process) with its rows queued, and a rerun carries on; a 429 is sent again, never
-failed; a request id the service gives two rows makes the second ``unknown``,
-whichever batches they are in; ``--resend-failed`` sends again the rows the
-service refused. Each runs ``verif-client bulk run`` processes on a real dev
-server (see test_bulk_temporal) against the simulator or a peer of the test's
-own, whose request log is the truth of what was sent.
+worker of it, in every process) with its rows queued, and a rerun carries on;
+a 429 is sent again, never failed; a request id the service gives two rows
+makes the second ``unknown``, whichever batches they are in;
+``--resend-failed`` sends again the rows the service refused. Each runs
+``verif-client bulk run`` processes on a real dev server (see
+test_bulk_temporal) against the simulator or a peer of the test's own, whose
+request log is the truth of what was sent.
 """
 
 from __future__ import annotations
