@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,3 +205,47 @@ def test_resend_failed_sends_again_only_the_rows_the_service_refused(
         assert resend.wait(timeout=120) == 0, job.log("resend")
     assert app.sms == 3, "only the refused row was sent again"
     assert statuses(job) == {"verified": 2}
+
+
+@pytest.mark.parametrize("batch", ["100", "10"], ids=["running-batch", "finished-batch"])
+def test_resend_unknown_joins_a_running_job_and_sends_only_the_unknown_rows_again(
+    temporal_server: DevServer, tmp_path: Path, batch: str
+) -> None:
+    with serve_holding(Simulator(config=SimulatorConfig(script=Script.manual()))) as service:
+        phones = numbers(tmp_path / "in.csv", 20, prefix="545")
+        job = Job(temporal_server, service, tmp_path, f"resend-running-{batch}")
+        # With batch=10 the killed worker's rows are a batch of their own, which
+        # finishes (all unknown) while the other batch's rows wait for answers.
+        job.url += f"&batch={batch}"
+        service.hold_sms_answers()
+        # One send activity of 10 rows at a time, two of them in flight.
+        victim = job.start("w0", "--input", str(tmp_path / "in.csv"), "--concurrency", "2")
+        workers = [victim]
+        try:
+            wait_for(lambda: len(service.texted()) == 2, "two sends in flight")
+            in_flight = service.texted()
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=60)
+            service.release_sms_answers()
+            # Its activity's 10 rows end unknown (2 texted, 8 not: Temporal
+            # cannot tell); the other 10 are sent and wait: the job runs.
+            workers.append(job.start("w1"))
+            wait_for(lambda: len(service.app.secure_links) == 12, "the other rows sent")
+            wait_for(lambda: ["unknown", "10"] in counted(job), "the killed rows unknown")
+            workers.append(job.start("w2", "--resend-unknown"))
+            wait_for(lambda: len(service.app.secure_links) == 22, "the unknown rows sent again")
+            for link in service.app.secure_links:
+                service.app.verify(link.request_id)
+            for index, worker in enumerate(workers[1:], start=1):
+                assert worker.wait(timeout=120) == 0, job.log(f"w{index}")
+        finally:
+            reap(workers)
+        texted = collections.Counter(link.phone_number for link in service.app.secure_links)
+    # Only what the operator asked for is sent again: the two that were in flight.
+    assert texted == collections.Counter(phones) + collections.Counter(in_flight)
+    assert statuses(job) == {"verified": 20}
+
+
+def counted(job: Job) -> list[list[str]]:
+    status = job.run("bulk", "status", "--journal", job.url)
+    return [line.split() for line in status.stdout.splitlines()]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -673,9 +674,10 @@ class TemporalJob:
 
     async def resend(self, spec: JobSpec, *, resend_unknown: bool, resend_failed: bool) -> int:
         """Queue again the rows ``--resend-unknown`` and ``--resend-failed``
-        ask for (see :func:`is_resent`) in the batches that have finished, by
-        starting them anew (and the job, if it had finished); return how many
-        rows. Batches still running keep theirs (rerun once they are done)."""
+        ask for (see :func:`is_resent`); return how many. A running batch
+        takes them back itself; a finished one is started anew (and the job
+        with it, if it had finished). On a running job this needs a worker of
+        the job running (this process's, once started): the batches answer."""
 
         def again_(row: Row) -> bool:
             return is_resent(
@@ -685,65 +687,71 @@ class TemporalJob:
                 resend_failed=resend_failed,
             )
 
+        running = (await self._record()).running
         by_first = dict(zip(spec.batches, await self._batches(spec), strict=True))
-        again = {
-            first: rows
-            for first, (finished, rows) in by_first.items()
-            if finished and any(again_(row) for row in rows)
-        }
+        count = 0
+        again: dict[int, list[Row]] = {}
+        for first, (finished, rows) in by_first.items():
+            if not any(again_(row) for row in rows):
+                continue
+            if not finished:
+                handle = self.temporal.get_workflow_handle_for(
+                    RowsWorkflow.run, rows_workflow_id(self.job, first)
+                )
+                try:
+                    count += await handle.execute_update(
+                        RowsWorkflow.resend, args=[resend_unknown, resend_failed]
+                    )
+                    continue
+                except (temporalio.client.WorkflowUpdateFailedError, temporalio.service.RPCError):
+                    # It ended meanwhile: started anew, as a finished batch is.
+                    rows = await handle.result()
+            again[first] = rows
         if not again:
-            return 0
-        job = await self._job_handle().describe()
-        if job.status == temporalio.client.WorkflowExecutionStatus.RUNNING:
-            raise JournalError(
-                f"{self.where()}: --resend-unknown and --resend-failed act on a finished job; "
-                "this one still runs"
-            )
+            return count
         for rows in again.values():
             for row in rows:
                 if again_(row):
                     row.state, row.result = RowState.QUEUED.value, {}
-        done = {
-            rows_workflow_id(self.job, first): counts_of(rows)
-            for first, (_, rows) in by_first.items()
-            if first not in again
-        }
-        # Allowed to run again: a closed workflow of the same id (a duplicate
-        # start by a second worker doing the same finds it running and stops).
+                    count += 1
         again_policy: dict[str, Any] = {
             "id_conflict_policy": temporalio.common.WorkflowIDConflictPolicy.FAIL,
             "id_reuse_policy": temporalio.common.WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         }
-        # The epoch goes on: a worker that saw the job stop before knows it is over.
-        epoch = (await self._record()).epoch + 1
-        with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
-            await self.temporal.start_workflow(
-                JobWorkflow.run,
-                args=[spec, JobState(done=done, epoch=epoch)],
-                id=job_workflow_id(self.job),
-                task_queue=spec.task_queue,
-                memo={"spec": spec, EPOCH_MEMO: epoch},
-                **again_policy,
-            )
-            # The ids the service gave so far, so that a resent row's new id is checked too.
-            for shard in range(id_shards(spec.rows)):
-                handle = self.temporal.get_workflow_handle_for(
-                    IdsWorkflow.run, ids_workflow_id(self.job, shard)
-                )
-                try:
-                    lines = await handle.result()
-                except temporalio.service.RPCError as exc:
-                    if _is_not_found(exc):
-                        continue  # no send reached this shard
-                    raise JournalError(f"{self.where()}: {exc.message}") from None
+        if running:
+            ids = [rows_workflow_id(self.job, first) for first in again]
+            try:
+                # The job waits for them again (refused once it is ending).
+                await self._job_handle().execute_update(JobWorkflow.reopen, ids)
+            except (temporalio.client.WorkflowUpdateFailedError, temporalio.service.RPCError):
+                raise JournalError(
+                    f"{self.where()}: the job ended while its rows were being queued again; "
+                    "run the same command again"
+                ) from None
+        else:
+            done = {
+                rows_workflow_id(self.job, first): counts_of(rows)
+                for first, (_, rows) in by_first.items()
+                if first not in again
+            }
+            # The epoch goes on: a worker that saw the job stop before knows it is over.
+            epoch = (await self._record()).epoch + 1
+            # Allowed to run again: a closed workflow of the same id (a duplicate
+            # start by a second worker doing the same finds it running and stops).
+            try:
                 await self.temporal.start_workflow(
-                    IdsWorkflow.run,
-                    lines,
-                    id=ids_workflow_id(self.job, shard),
+                    JobWorkflow.run,
+                    args=[spec, JobState(done=done, epoch=epoch)],
+                    id=job_workflow_id(self.job),
                     task_queue=spec.task_queue,
+                    memo={"spec": spec, EPOCH_MEMO: epoch},
                     **again_policy,
                 )
-            for first, rows in again.items():
+            except temporalio.exceptions.WorkflowAlreadyStartedError:
+                return 0
+            await self._restart_ids(spec, again_policy)
+        for first, rows in again.items():
+            with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
                 await self.temporal.start_workflow(
                     RowsWorkflow.run,
                     Batch(self.job, rows, spec.polling, spec.heartbeat, spec.task_queue),
@@ -751,7 +759,29 @@ class TemporalJob:
                     task_queue=spec.task_queue,
                     **again_policy,
                 )
-        return sum(row.state == RowState.QUEUED for rows in again.values() for row in rows)
+        return count
+
+    async def _restart_ids(self, spec: JobSpec, policy: dict[str, Any]) -> None:
+        """The ids workflows of a finished job run again with the ids the
+        service gave so far, so that a resent row's new id is checked too."""
+        for shard in range(id_shards(spec.rows)):
+            handle = self.temporal.get_workflow_handle_for(
+                IdsWorkflow.run, ids_workflow_id(self.job, shard)
+            )
+            try:
+                lines = await handle.result()
+            except temporalio.service.RPCError as exc:
+                if _is_not_found(exc):
+                    continue  # no send reached this shard
+                raise JournalError(f"{self.where()}: {exc.message}") from None
+            with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
+                await self.temporal.start_workflow(
+                    IdsWorkflow.run,
+                    lines,
+                    id=ids_workflow_id(self.job, shard),
+                    task_queue=spec.task_queue,
+                    **policy,
+                )
 
     async def _batches(
         self, spec: JobSpec, *, finished: bool = False
@@ -857,10 +887,17 @@ class TemporalJob:
             if found is None:
                 raise BulkInputError(f"{self.where()}: no such job; a new job needs --input")
             spec = found
-        if options.resend_unknown or options.resend_failed:
-            await self.resend(
-                spec, resend_unknown=options.resend_unknown, resend_failed=options.resend_failed
-            )
+        resend = functools.partial(
+            self.resend,
+            spec,
+            resend_unknown=options.resend_unknown,
+            resend_failed=options.resend_failed,
+        )
+        resend_later = options.resend_unknown or options.resend_failed
+        if resend_later and not (await self._record()).running:
+            # Before this run waits for the job's end: the job starts again.
+            await resend()
+            resend_later = False
         progress = Progress(deadline=spec.polling.deadline)
         activities = _Activities(client, options.concurrency, spec.heartbeat)
         workers = self.workers(
@@ -885,6 +922,9 @@ class TemporalJob:
             rerun that carries on), then stop as soon as any worker of the job
             stops it."""
             await self._resume()
+            if resend_later:
+                # A running job's batches answer through this process's worker.
+                await resend()
             while True:
                 record = await self._record()
                 if record.running and record.stopped is not None:
@@ -896,6 +936,9 @@ class TemporalJob:
 
         async def until_finished() -> None:
             await self._job_handle().result()
+            while (await self._record()).running:
+                # Started again meanwhile (rows sent again by another process).
+                await self._job_handle().result()
             # The job hears from each batch just before the batch ends: its
             # last workflow task needs this worker still running.
             final.extend(await self.rows(spec, finished=True))

@@ -30,7 +30,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
-from ._job import RowState
+from ._job import RowState, is_resent
 
 SEND_ACTIVITY = "verif-client.send"
 ANSWERS_ACTIVITY = "verif-client.answers"
@@ -199,21 +199,27 @@ class JobWorkflow:
     def __init__(self) -> None:
         self.spec: JobSpec | None = None
         self.state = JobState()
+        self.closing = False
 
     @workflow.run
     async def run(self, spec: JobSpec, state: JobState | None = None) -> dict[str, int]:
         self.spec = spec
         self.state = state or JobState()
-        await workflow.wait_condition(
-            lambda: (
-                len(self.state.done) == len(spec.batches)
-                or workflow.info().get_current_history_length() > _JOB_HISTORY_LIMIT
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    len(self.state.done) == len(spec.batches)
+                    or workflow.info().get_current_history_length() > _JOB_HISTORY_LIMIT
+                )
             )
-        )
-        if len(self.state.done) < len(spec.batches):
             await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(args=[spec, self.state], memo=self._memo())
-        await workflow.wait_condition(workflow.all_handlers_finished)
+            if len(self.state.done) < len(spec.batches):
+                if workflow.info().get_current_history_length() > _JOB_HISTORY_LIMIT:
+                    workflow.continue_as_new(args=[spec, self.state], memo=self._memo())
+                continue  # a batch was reopened (rows sent again) meanwhile
+            # From here the job ends: no batch is reopened (see reopen's validator).
+            self.closing = True
+            break
         for shard in range(id_shards(spec.rows)):
             ids = workflow.get_external_workflow_handle(ids_workflow_id(spec.job, shard))
             # A shard no send reached was never started.
@@ -259,6 +265,17 @@ class JobWorkflow:
         await self._tell_batches("stop")
 
     @workflow.update
+    def reopen(self, batches: list[str]) -> None:
+        """Finished ``batches`` run again (rows sent again): the job waits for them."""
+        for batch in batches:
+            self.state.done.pop(batch, None)
+
+    @reopen.validator
+    def _reopen_while_running(self, batches: list[str]) -> None:
+        if self.closing:
+            raise ValueError("the job is ending")
+
+    @workflow.update
     async def resume(self) -> int:
         """A ``bulk run`` starts: a stopped job sends again; returns the epoch."""
         if self.state.stopped is not None:
@@ -288,16 +305,21 @@ class RowsWorkflow:
     def __init__(self) -> None:
         self.rows: list[Row] = []
         self.stopped = False
+        self.closing = False
+        self.batch: Batch | None = None
+        # Rounds of rows being sent and answered: the first, and one per resend.
+        self.rounds: set[asyncio.Task[None]] = set()
 
     @workflow.run
     async def run(self, batch: Batch) -> list[Row]:
         self.rows = batch.rows
-        queued = [row for row in self.rows if row.state == RowState.QUEUED]
-        groups = [queued[index : index + SEND_GROUP] for index in range(0, len(queued), SEND_GROUP)]
-        await asyncio.gather(*(self._send(batch, group) for group in groups))
-        sent = [row for row in self.rows if row.state == RowState.SENT]
-        if sent:
-            await self._answers(batch, sent)
+        self.batch = batch
+        self._start_round([row for row in self.rows if row.state == RowState.QUEUED])
+        while self.rounds:
+            # A round's failure fails the workflow task, as it would in the run itself.
+            await asyncio.gather(*self.rounds)
+        # From here the batch ends: no row is queued again (see resend's validator).
+        self.closing = True
         job = workflow.get_external_workflow_handle(job_workflow_id(batch.job))
         done = [workflow.info().workflow_id, counts_of(self.rows)]
         # A job already closed (rows sent again after it finished) needs no word.
@@ -308,6 +330,48 @@ class RowsWorkflow:
     @workflow.query
     def snapshot(self) -> list[Row]:
         return self.rows
+
+    def _start_round(self, rows: list[Row]) -> None:
+        """Send ``rows`` (queued), then wait for their answers, beside any
+        other round: rows queued again are sent at once, not after the
+        answers the batch already waits for."""
+        round_ = asyncio.create_task(self._round(rows))
+        self.rounds.add(round_)
+        round_.add_done_callback(self.rounds.discard)
+
+    async def _round(self, rows: list[Row]) -> None:
+        assert self.batch is not None
+        groups = [rows[index : index + SEND_GROUP] for index in range(0, len(rows), SEND_GROUP)]
+        await asyncio.gather(*(self._send(self.batch, group) for group in groups))
+        sent = [row for row in rows if row.state == RowState.SENT]
+        if sent:
+            await self._answers(self.batch, sent)
+
+    @workflow.update
+    def resend(self, resend_unknown: bool, resend_failed: bool) -> int:
+        """Queue again the rows ``--resend-unknown``/``--resend-failed`` ask
+        for (none is in flight: a row is unknown or failed once its send is
+        over); return how many."""
+        again = [
+            row
+            for row in self.rows
+            if is_resent(
+                row.state,
+                row.request_id,
+                resend_unknown=resend_unknown,
+                resend_failed=resend_failed,
+            )
+        ]
+        for row in again:
+            row.state, row.result = RowState.QUEUED.value, {}
+        if again:
+            self._start_round(again)
+        return len(again)
+
+    @resend.validator
+    def _resend_while_running(self, resend_unknown: bool, resend_failed: bool) -> None:
+        if self.closing:
+            raise ValueError("the batch is ending")
 
     @workflow.signal(name="stop")
     def stop(self) -> None:
