@@ -105,8 +105,10 @@ _RATE_CHUNK_SECONDS: Final = 0.5
 # Queries wait on a busy workflow (and a server buffers few): not too often.
 _PROGRESS_SECONDS: Final = 2.0
 _ANSWER_LINGER: Final = 2.0
-# How often a run reads whether its job was stopped (the job's memo: no query).
+# How often a run, and a worker's sends, read whether the job was stopped
+# (the job's memo: no query).
 _STOP_WATCH_SECONDS: Final = 0.5
+_RECORDS_KEPT: Final = 100
 # A send activity resends rows the service answered 429 (not processed) this
 # long at most; then hands them back, queued, well within its 10-minute limit.
 _RESEND_429_SECONDS: Final = 300.0
@@ -360,10 +362,12 @@ class _Activities:
         # Jobs stopped by what this worker's sends met, with the job's epoch then.
         self.stops: dict[str, int] = {}
         self.anything_sent = False
+        # Each job's record as last read, with time.monotonic() then.
+        self.records: dict[str, tuple[float, _Record]] = {}
 
     @activity.defn(name=SEND_ACTIVITY)
     async def send(self, request: SendRequest) -> list[SendOutcome]:
-        record = await _Record.read(activity.client(), request.job)
+        record = await self._record(request.job)
         if self._stopped(request.job, record):
             # Back, unsent: the job's word to stop is on its way to the batch.
             return [SendOutcome(row.line, RowState.QUEUED) for row in request.rows]
@@ -394,6 +398,21 @@ class _Activities:
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.beat):
                 await self._check_ids(record.spec, outcomes)
         return list(outcomes.values())
+
+    async def _record(self, job: str) -> _Record:
+        """The job's record, read again at most every _STOP_WATCH_SECONDS
+        while it runs (the memo holds the job's spec: a large job's is tens
+        of kilobytes), and every time while it is stopped."""
+        now = time.monotonic()
+        cached = self.records.get(job)
+        fresh = cached is not None and now - cached[0] < _STOP_WATCH_SECONDS
+        if cached is not None and fresh and cached[1].stopped is None:
+            return cached[1]
+        record = await _Record.read(activity.client(), job)
+        if len(self.records) > _RECORDS_KEPT:
+            self.records.clear()  # a long-lived worker serving many jobs
+        self.records[job] = (now, record)
+        return record
 
     def _stopped(self, job: str, record: _Record) -> bool:
         """Whether ``job`` stops, as its record or this worker (which may have
