@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import anyio
 import pytest
 from relsupport import SEND, serve_holding
 from temporalserver import DevServer
@@ -249,3 +250,34 @@ def test_resend_unknown_joins_a_running_job_and_sends_only_the_unknown_rows_agai
 def counted(job: Job) -> list[list[str]]:
     status = job.run("bulk", "status", "--journal", job.url)
     return [line.split() for line in status.stdout.splitlines()]
+
+
+def test_a_request_id_that_cannot_be_checked_leaves_its_row_unknown_not_polled(
+    temporal_server: DevServer, tmp_path: Path
+) -> None:
+    async def close_the_ids_workflow() -> None:
+        from temporalio.client import Client
+
+        client = await Client.connect(temporal_server.address)
+        # Closed before the job starts: its sends cannot record their ids there.
+        handle = await client.start_workflow(
+            "verif-client.ids", {}, id="verif-job/unchecked/ids/0", task_queue="nobody-polls"
+        )
+        await handle.terminate()
+
+    anyio.run(close_the_ids_workflow)
+    with serve_holding(Simulator(config=SimulatorConfig(script=Script(pending_polls=0)))) as sim:
+        phones = numbers(tmp_path / "in.csv", 3, prefix="546")
+        job = Job(temporal_server, sim, tmp_path, "unchecked")
+        worker = job.start("w0", "--input", str(tmp_path / "in.csv"))
+        try:
+            assert worker.wait(timeout=120) == 4, job.log("w0")
+        finally:
+            reap([worker])
+        texted = collections.Counter(link.phone_number for link in sim.app.secure_links)
+        polls = len(sim.app.calls()) - len(sim.app.calls(SEND))
+    assert texted == collections.Counter(phones)
+    rows = job.export()
+    assert {row["status"] for row in rows} == {"unknown"}
+    assert all("could not be recorded" in row["reason"] for row in rows)
+    assert polls == 0

@@ -109,6 +109,10 @@ _ANSWER_LINGER: Final = 2.0
 # (the job's memo: no query).
 _STOP_WATCH_SECONDS: Final = 0.5
 _RECORDS_KEPT: Final = 100
+_UNCHECKED_ID: Final = (
+    "the SMS was sent, but its request id could not be recorded in the job's record to check "
+    "that no other row has it, so it is not polled"
+)
 # A send activity resends rows the service answered 429 (not processed) this
 # long at most; then hands them back, queued, well within its 10-minute limit.
 _RESEND_429_SECONDS: Final = 300.0
@@ -443,9 +447,18 @@ class _Activities:
                 id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
-            holders = await activity.client().execute_update_with_start_workflow(
-                IdsWorkflow.claim, rows, start_workflow_operation=start
-            )
+            try:
+                holders = await activity.client().execute_update_with_start_workflow(
+                    IdsWorkflow.claim, rows, start_workflow_operation=start
+                )
+            except Exception as exc:  # whatever it was, the ids are unchecked
+                # Sent, but an answer to an id not checked could be another row's.
+                for row in rows:
+                    reason = {"reason": f"{_UNCHECKED_ID} ({type(exc).__name__}: {exc})"}
+                    outcomes[row.line] = SendOutcome(
+                        row.line, RowState.UNKNOWN, row.request_id, result=reason
+                    )
+                return
             for row, holder in zip(rows, holders, strict=True):
                 if holder != row.line:
                     reason = {"reason": reused_id_reason(row.request_id, holder)}
