@@ -412,7 +412,12 @@ class _Activities:
         fresh = cached is not None and now - cached[0] < _STOP_WATCH_SECONDS
         if cached is not None and fresh and cached[1].stopped is None:
             return cached[1]
-        record = await _Record.read(activity.client(), job)
+        try:
+            record = await _Record.read(activity.client(), job)
+        except temporalio.service.RPCError:
+            if cached is None:
+                raise  # the activity fails: its rows end unknown, none is sent twice
+            return cached[1]  # the server is busy: what was read last will do
         if len(self.records) > _RECORDS_KEPT:
             self.records.clear()  # a long-lived worker serving many jobs
         self.records[job] = (now, record)
@@ -633,6 +638,13 @@ class TemporalJob:
             return await _Record.read(self.temporal, self.job)
         except temporalio.service.RPCError as exc:
             raise JournalError(f"{self.where()}: {exc.message}") from None
+
+    async def _runs_again(self) -> bool:
+        """Whether the job, seen finished, runs again (a record that cannot be read: no)."""
+        try:
+            return (await self._record()).running
+        except JournalError:
+            return False
 
     async def _resume(self) -> None:
         """A stopped job sends again (the job workflow tells its batches)."""
@@ -958,17 +970,19 @@ class TemporalJob:
                 # A running job's batches answer through this process's worker.
                 await resend()
             while True:
-                record = await self._record()
-                if record.running and record.stopped is not None:
-                    stopped_by.append(JobStoppedError(record.stopped))
-                    progress.stopping = True
-                    stop.set()
-                    return
+                # A record that cannot be read now (the server busy) only skips this look.
+                with contextlib.suppress(JournalError):
+                    record = await self._record()
+                    if record.running and record.stopped is not None:
+                        stopped_by.append(JobStoppedError(record.stopped))
+                        progress.stopping = True
+                        stop.set()
+                        return
                 await anyio.sleep(_STOP_WATCH_SECONDS)
 
         async def until_finished() -> None:
             await self._job_handle().result()
-            while (await self._record()).running:
+            while await self._runs_again():
                 # Started again meanwhile (rows sent again by another process).
                 await self._job_handle().result()
             # The job hears from each batch just before the batch ends: its
