@@ -7,6 +7,7 @@ arrived, so the test sees what was sent, how often, and when.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections import Counter
@@ -42,8 +43,7 @@ class Refusing:
         body = await read_body(receive)
         phone = PHONE.search(body)
         if phone is not None:
-            self.sms += 1
-            refused = self.sms % self.every == 0
+            refused = self.refuses(phone[1].decode())
             self.log.append((time.monotonic(), phone[1].decode(), 429 if refused else 200))
             if refused:
                 headers = [(b"retry-after", b"%g" % WAIT), (b"content-type", b"text/plain")]
@@ -60,6 +60,27 @@ class Refusing:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.simulator(scope, replay, send)
+
+    def refuses(self, phone: str) -> bool:
+        """Whether this SMS request, to ``phone``, is answered 429."""
+        self.sms += 1
+        return self.sms % self.every == 0
+
+
+class SlowDown(Refusing):
+    """The first ``refusals`` SMS requests for each number in ``refused`` are
+    answered 429 with ``Retry-After: 1``: more than the client's own retries
+    (4 attempts), so the job has to send them again."""
+
+    def __init__(self, simulator: Simulator, refused: set[str], refusals: int = 5) -> None:
+        super().__init__(simulator)
+        self.refused = refused
+        self.refusals = refusals
+        self.seen: Counter[str] = Counter()
+
+    def refuses(self, phone: str) -> bool:
+        self.seen[phone] += 1
+        return phone in self.refused and self.seen[phone] <= self.refusals
 
 
 @pytest.fixture(autouse=True)
@@ -116,3 +137,20 @@ def test_bulk_run_goes_through_the_proxy_from_the_environment(
     assert all(head.startswith(b"POST http://service.test:") for head in sends)
     for text in (errors, job.output.read_text(), job.journal.read_bytes().decode("latin-1")):
         assert "Pr0xy" not in text
+
+
+def test_a_row_refused_past_the_clients_retries_is_sent_again_after_retry_after(
+    tmp_path: Path,
+) -> None:
+    config = SimulatorConfig(script=Script(pending_polls=0))
+    gate = SlowDown(Simulator(credentials=(USER, PASSWORD), config=config), {PHONES[1]})
+    with serve_in_thread(gate) as server:
+        job = Job(tmp_path, server.base_url, PHONES[:3], "soap11")
+        finish(job.start(), 0)
+    assert texted(gate.simulator) == Counter(PHONES[:3])
+    assert {row["status"] for row in job.outputs().values()} == {"verified"}
+    attempts = [(at, status) for at, phone, status in gate.log if phone == PHONES[1]]
+    assert [status for _, status in attempts] == [429] * 5 + [200]
+    # The job's own resend waits out the last Retry-After too.
+    gaps = [later - at for (at, _), (later, _) in itertools.pairwise(attempts)]
+    assert min(gaps) >= WAIT, gaps

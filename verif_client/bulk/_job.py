@@ -144,6 +144,18 @@ class Claim:
     poll: list[JobRow]
 
 
+def is_resent(
+    state: str, request_id: int | None, *, resend_unknown: bool, resend_failed: bool
+) -> bool:
+    """Whether ``--resend-unknown``/``--resend-failed`` queue a row again: a
+    failed row only without a request id (the service never took its SMS; a
+    row that failed while polling was texted and is never resent). The SQLite
+    journal says the same in SQL (``_sqlite.SQLiteJournal.recover``)."""
+    if state == RowState.UNKNOWN:
+        return resend_unknown
+    return resend_failed and state == RowState.FAILED and request_id is None
+
+
 def check_final(state: str) -> None:
     if state not in FINAL_STATES:
         raise ValueError(f"{state!r} is not a final state")

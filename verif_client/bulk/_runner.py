@@ -154,7 +154,7 @@ class JobStoppedError(VerifClientError):
     them); the same job run again with the right settings carries on."""
 
 
-def _stops_the_job(exc: VerifClientError, anything_sent: bool) -> str | None:
+def stops_the_job(exc: VerifClientError, anything_sent: bool) -> str | None:
     """Why ``exc`` stops the whole job (None: it is the row's own failure)."""
     if isinstance(exc, AuthenticationError):
         return "the service refused the credentials"
@@ -166,6 +166,43 @@ def _stops_the_job(exc: VerifClientError, anything_sent: bool) -> str | None:
         # A TransportError of a send proves the request never left.
         return "the service could not be reached before any SMS was sent"
     return None
+
+
+def stop_message(why: str, exc: VerifClientError) -> str:
+    """What :class:`JobStoppedError` says: the cause, and that a rerun carries on."""
+    return (
+        f"{why} ({type(exc).__name__}: {exc}); the job stopped at once and its rows "
+        "stay queued: correct the settings and run the same command again"
+    )
+
+
+def reused_id_reason(request_id: int, holder: int) -> str:
+    """Why a row given a request id the service had already given another is ``unknown``."""
+    return (
+        f"the service answered with request id {request_id}, which it had already given "
+        f"line {holder}: this row's answer cannot be told apart, so it is not polled"
+    )
+
+
+async def send_until_accepted(
+    client: VerificationClient,
+    params: Mapping[str, object],
+    before_send: Callable[[], Awaitable[None]],
+    *,
+    stopping: Callable[[], bool],
+    after_attempt: Callable[[], None] = lambda: None,
+) -> RequestResult:
+    """Send; a 429 (refused, not processed: the client has slowed the whole
+    run down and waits out its Retry-After) is sent again, until ``stopping()``:
+    no row ends ``failed`` because the service asked us to slow down."""
+    while True:
+        try:
+            return await client.call_with(_SEND, params, before_send=before_send)
+        except HTTPStatusError as exc:
+            if exc.status_code != 429 or stopping():
+                raise
+        finally:
+            after_attempt()
 
 
 class _Run:
@@ -257,7 +294,7 @@ class _Run:
         except JournalError:
             raise  # the journal cannot record what happens: the run stops
         except VerifClientError as exc:
-            why = _stops_the_job(exc, self.anything_sent)
+            why = stops_the_job(exc, self.anything_sent)
             if why is not None:
                 if written:
                     self.journal.requeue(row.line)
@@ -294,37 +331,29 @@ class _Run:
     async def _send_until_accepted(
         self, params: Mapping[str, object], before_send: Callable[[], Awaitable[None]]
     ) -> RequestResult:
-        """Send; a 429 (refused, not processed: the client has slowed the whole
-        run down and waits out its Retry-After) is sent again, until the job
-        stops: no row ends ``failed`` because the service asked us to slow down."""
-        client = self.client
-        while True:
-            try:
-                return await client.call_with(_SEND, params, before_send=before_send)
-            except HTTPStatusError as exc:
-                if exc.status_code != 429 or self.progress.stopping:
-                    raise
-            finally:
-                self.progress.slowed_to = client.slowed_to
+        def slowed() -> None:
+            self.progress.slowed_to = self.client.slowed_to
+
+        return await send_until_accepted(
+            self.client,
+            params,
+            before_send,
+            stopping=lambda: self.progress.stopping,
+            after_attempt=slowed,
+        )
 
     def _stop_job(self, why: str, exc: VerifClientError) -> None:
         """Stop as a first Ctrl-C does: no new sends; those in flight finish
         (meeting the same failure, they are queued again too)."""
         if self.stopped_by is None:
-            self.stopped_by = JobStoppedError(
-                f"{why} ({type(exc).__name__}: {exc}); the job stopped at once and its rows "
-                "stay queued: correct the settings and run the same command again"
-            )
+            self.stopped_by = JobStoppedError(stop_message(why, exc))
             self.on_stop(1)
 
     async def _reused_id(self, line: int, request_id: int, holder: int, state: RowState) -> None:
         """The service gave this row a request id it had already given another:
         an answer to that id cannot be told to be this row's, so the row is
         ``unknown`` (its SMS was probably sent) and never polled."""
-        reason = (
-            f"the service answered with request id {request_id}, which it had already given "
-            f"line {holder}: this row's answer cannot be told apart, so it is not polled"
-        )
+        reason = reused_id_reason(request_id, holder)
         await self.finish(line, RowState.UNKNOWN, {"reason": reason}, state)
 
     def watch(self, request_id: int, line: int, stream: PollStream, timeout: float) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -29,20 +30,25 @@ import attrs
 
 from .._client import VerificationClient
 from .._codec import Codec
-from .._errors import RequestValidationError, VerifClientError
+from .._errors import HTTPStatusError, RequestValidationError, VerifClientError
 from .._operations import SEND_CONFIRMATION_SMS
 from .._polling import LocationOutcome, PollStream, VerificationOutcome
 from .._pollpolicy import PollPolicy
 from .._terminal import safe
 from ._input import BulkInputError, digest, read_input
-from ._job import ALL_STATES, FINAL_STATES, BulkOptions, InputRow, JobRow, RowState
+from ._job import ALL_STATES, FINAL_STATES, BulkOptions, InputRow, JobRow, RowState, is_resent
 from ._journal import JobRun, JournalError, different_input_error
 from ._outcomes import merge_outcome, outcome_of_failure
 from ._runner import (
     IN_FLIGHT_STOP_REASON,
+    JobStoppedError,
     Progress,
     Stopper,
     library_error_unwrapped,
+    reused_id_reason,
+    send_until_accepted,
+    stop_message,
+    stops_the_job,
     write_rows,
 )
 
@@ -63,12 +69,16 @@ from ._sealed import codec_from_environment
 from ._workflows import (
     ANSWERS_ACTIVITY,
     ANSWERS_QUEUE_SUFFIX,
+    EPOCH_MEMO,
     SEND_ACTIVITY,
     SEND_GROUP,
+    STOPPED_MEMO,
     Answer,
     AnswersRequest,
     Awaited,
     Batch,
+    Claimed,
+    IdsWorkflow,
     JobSpec,
     JobState,
     JobWorkflow,
@@ -79,6 +89,8 @@ from ._workflows import (
     SendRequest,
     ToSend,
     counts_of,
+    id_shards,
+    ids_workflow_id,
     job_workflow_id,
     rows_workflow_id,
 )
@@ -93,6 +105,17 @@ _RATE_CHUNK_SECONDS: Final = 0.5
 # Queries wait on a busy workflow (and a server buffers few): not too often.
 _PROGRESS_SECONDS: Final = 2.0
 _ANSWER_LINGER: Final = 2.0
+# How often a run, and a worker's sends, read whether the job was stopped
+# (the job's memo: no query).
+_STOP_WATCH_SECONDS: Final = 0.5
+_RECORDS_KEPT: Final = 100
+_UNCHECKED_ID: Final = (
+    "the SMS was sent, but its request id could not be recorded in the job's record to check "
+    "that no other row has it, so it is not polled"
+)
+# A send activity resends rows the service answered 429 (not processed) this
+# long at most; then hands them back, queued, well within its 10-minute limit.
+_RESEND_429_SECONDS: Final = 300.0
 
 
 def is_temporal(location: str) -> bool:
@@ -289,7 +312,29 @@ class _PollHub:
 
 
 class _Stopping(Exception):
-    """The worker is shutting down: a request not yet written is not written."""
+    """The worker is shutting down, or the job stops: a request not yet
+    written is not written."""
+
+
+@attrs.frozen(slots=True)
+class _Record:
+    """What a send activity reads of its job first: the job as loaded, why it
+    stopped (None: it runs) and how often it was resumed after a stop."""
+
+    spec: JobSpec
+    stopped: str | None
+    epoch: int
+    running: bool
+
+    @classmethod
+    async def read(cls, temporal: temporalio.client.Client, job: str) -> _Record:
+        # The memo is the server's record: no worker needs to answer.
+        description = await temporal.get_workflow_handle(job_workflow_id(job)).describe()
+        spec: JobSpec = await description.memo_value("spec", type_hint=JobSpec)
+        stopped: str | None = await description.memo_value(STOPPED_MEMO, None, type_hint=str)
+        epoch: int = await description.memo_value(EPOCH_MEMO, 0, type_hint=int)
+        running = description.status == temporalio.client.WorkflowExecutionStatus.RUNNING
+        return cls(spec, stopped, epoch, running)
 
 
 @contextlib.asynccontextmanager
@@ -318,20 +363,33 @@ class _Activities:
         self.hubs: dict[tuple[Any, ...], _PollHub] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
         self._hub_lock = anyio.Lock()
+        # Jobs stopped by what this worker's sends met, with the job's epoch then.
+        self.stops: dict[str, int] = {}
+        self.anything_sent = False
+        # Each job's record as last read, with time.monotonic() then.
+        self.records: dict[str, tuple[float, _Record]] = {}
 
     @activity.defn(name=SEND_ACTIVITY)
     async def send(self, request: SendRequest) -> list[SendOutcome]:
+        record = await self._record(request.job)
+        if self._stopped(request.job, record):
+            # Back, unsent: the job's word to stop is on its way to the batch.
+            return [SendOutcome(row.line, RowState.QUEUED) for row in request.rows]
         outcomes: dict[int, SendOutcome] = {}
         written: set[int] = set()
+        ends_resending = time.monotonic() + _RESEND_429_SECONDS
 
         async def send_one(row: ToSend) -> None:
             async with self.sending:
-                outcomes[row.line] = await self._send_one(row, written)
+                outcomes[row.line] = await self._send_one(
+                    request.job, record.epoch, row, written, ends_resending
+                )
 
         try:
             async with _heartbeating(self.beat, tuple), anyio.create_task_group() as tg:
                 for row in request.rows:
                     tg.start_soon(send_one, row)
+            await self._check_ids(record.spec, outcomes)
         except anyio.get_cancelled_exc_class():
             # The worker stops for good (its grace is over): a request written
             # may have been sent; one not written goes back, to any worker.
@@ -341,28 +399,121 @@ class _Activities:
                     outcomes[row.line] = SendOutcome(row.line, RowState.UNKNOWN, result=reason)
                 elif row.line not in outcomes:
                     outcomes[row.line] = SendOutcome(row.line, RowState.QUEUED)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self.beat):
+                await self._check_ids(record.spec, outcomes)
         return list(outcomes.values())
 
-    async def _send_one(self, row: ToSend, written: set[int]) -> SendOutcome:
+    async def _record(self, job: str) -> _Record:
+        """The job's record, read again at most every _STOP_WATCH_SECONDS
+        while it runs (the memo holds the job's spec: a large job's is tens
+        of kilobytes), and every time while it is stopped."""
+        now = time.monotonic()
+        cached = self.records.get(job)
+        fresh = cached is not None and now - cached[0] < _STOP_WATCH_SECONDS
+        if cached is not None and fresh and cached[1].stopped is None:
+            return cached[1]
+        try:
+            record = await _Record.read(activity.client(), job)
+        except temporalio.service.RPCError:
+            if cached is None:
+                raise  # the activity fails: its rows end unknown, none is sent twice
+            return cached[1]  # the server is busy: what was read last will do
+        if len(self.records) > _RECORDS_KEPT:
+            self.records.clear()  # a long-lived worker serving many jobs
+        self.records[job] = (now, record)
+        return record
+
+    def _stopped(self, job: str, record: _Record) -> bool:
+        """Whether ``job`` stops, as its record or this worker (which may have
+        seen it first) knows; a stop this worker saw before the job was last
+        resumed is over."""
+        seen = self.stops.get(job)
+        if seen is not None and record.epoch > seen:
+            del self.stops[job]
+            seen = None
+        return record.stopped is not None or seen is not None
+
+    async def _check_ids(self, spec: JobSpec, outcomes: dict[int, SendOutcome]) -> None:
+        """Record the request ids the service gave in the job's ids workflows;
+        a row whose id another row holds is ``unknown`` and never polled."""
+        shards = id_shards(spec.rows)
+        by_shard: dict[int, list[Claimed]] = {}
+        for outcome in outcomes.values():
+            if outcome.state == RowState.SENT and outcome.request_id is not None:
+                claimed = Claimed(outcome.line, outcome.request_id)
+                by_shard.setdefault(outcome.request_id % shards, []).append(claimed)
+
+        async def claim(shard: int, rows: list[Claimed]) -> None:
+            start = temporalio.client.WithStartWorkflowOperation(
+                IdsWorkflow.run,
+                {},
+                id=ids_workflow_id(spec.job, shard),
+                task_queue=spec.task_queue,
+                id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+            try:
+                holders = await activity.client().execute_update_with_start_workflow(
+                    IdsWorkflow.claim, rows, start_workflow_operation=start
+                )
+            except Exception as exc:  # whatever it was, the ids are unchecked
+                # Sent, but an answer to an id not checked could be another row's.
+                for row in rows:
+                    reason = {"reason": f"{_UNCHECKED_ID} ({type(exc).__name__}: {exc})"}
+                    outcomes[row.line] = SendOutcome(
+                        row.line, RowState.UNKNOWN, row.request_id, result=reason
+                    )
+                return
+            for row, holder in zip(rows, holders, strict=True):
+                if holder != row.line:
+                    reason = {"reason": reused_id_reason(row.request_id, holder)}
+                    outcomes[row.line] = SendOutcome(
+                        row.line, RowState.UNKNOWN, row.request_id, result=reason
+                    )
+
+        with library_error_unwrapped():
+            async with anyio.create_task_group() as tg:
+                for shard, rows in by_shard.items():
+                    tg.start_soon(claim, shard, rows)
+
+    async def _send_one(
+        self, job: str, epoch: int, row: ToSend, written: set[int], ends_resending: float
+    ) -> SendOutcome:
         async def mark_written() -> None:
             # After the rate limit let it go: a stop before this leaves the row queued.
-            if activity.is_worker_shutdown():
+            if activity.is_worker_shutdown() or job in self.stops:
                 raise _Stopping
             written.add(row.line)
 
+        def stopping() -> bool:
+            return (
+                activity.is_worker_shutdown()
+                or job in self.stops
+                or time.monotonic() > ends_resending
+            )
+
         params = _SEND.wire_params(row.phone_number, row.question)
         try:
-            sent = await self.client.call_with(_SEND, params, before_send=mark_written)
+            sent = await send_until_accepted(self.client, params, mark_written, stopping=stopping)
         except _Stopping:
             return SendOutcome(row.line, RowState.QUEUED.value)
         except RequestValidationError as exc:
             return SendOutcome(row.line, RowState.INVALID.value, result={"reason": str(exc)})
         except VerifClientError as exc:
+            why = stops_the_job(exc, self.anything_sent)
+            if why is not None:
+                self.stops.setdefault(job, epoch)
+                message = stop_message(why, exc)
+                return SendOutcome(row.line, RowState.QUEUED.value, stopped=message, epoch=epoch)
+            if isinstance(exc, HTTPStatusError) and exc.status_code == 429:
+                # Refused, not processed: it goes back, to be sent again.
+                return SendOutcome(row.line, RowState.QUEUED.value)
             state = outcome_of_failure(exc, written=row.line in written)
             return SendOutcome(row.line, state.value, result={"reason": str(exc)})
         if not sent.ok:
             reason = {"reason": sent.error_message or "request id 0"}
             return SendOutcome(row.line, RowState.FAILED.value, result=reason)
+        self.anything_sent = True
         return SendOutcome(row.line, RowState.SENT.value, sent.request_id, time.time())
 
     @activity.defn(name=ANSWERS_ACTIVITY)
@@ -482,6 +633,27 @@ class TemporalJob:
             raise JournalError(f"{self.where()}: no such job")
         return spec
 
+    async def _record(self) -> _Record:
+        try:
+            return await _Record.read(self.temporal, self.job)
+        except temporalio.service.RPCError as exc:
+            raise JournalError(f"{self.where()}: {exc.message}") from None
+
+    async def _runs_again(self) -> bool:
+        """Whether the job, seen finished, runs again (a record that cannot be read: no)."""
+        try:
+            return (await self._record()).running
+        except JournalError:
+            return False
+
+    async def _resume(self) -> None:
+        """A stopped job sends again (the job workflow tells its batches)."""
+        try:
+            await self._job_handle().execute_update(JobWorkflow.resume)
+        except temporalio.service.RPCError as exc:
+            if not _is_not_found(exc):
+                raise JournalError(f"{self.where()}: {exc.message}") from None
+
     async def take(self, count: int, rate: float) -> float:
         first: float = await self._job_handle().execute_update(JobWorkflow.take, args=[count, rate])
         return first
@@ -544,48 +716,86 @@ class TemporalJob:
                     tg.start_soon(start, first, batch)
         return spec
 
-    async def resend_unknown(self, spec: JobSpec) -> int:
-        """Queue again the unknown rows of the batches that have finished, by
-        starting them anew (and the job, if it had finished); return how many
-        rows. Batches still running keep theirs (rerun once they are done)."""
-        by_first = dict(zip(spec.batches, await self._batches(spec), strict=True))
-        again = {
-            first: rows
-            for first, (finished, rows) in by_first.items()
-            if finished and any(row.state == RowState.UNKNOWN for row in rows)
-        }
-        if not again:
-            return 0
-        job = await self._job_handle().describe()
-        if job.status == temporalio.client.WorkflowExecutionStatus.RUNNING:
-            raise JournalError(
-                f"{self.where()}: --resend-unknown acts on a finished job; this one still runs"
+    async def resend(self, spec: JobSpec, *, resend_unknown: bool, resend_failed: bool) -> int:
+        """Queue again the rows ``--resend-unknown`` and ``--resend-failed``
+        ask for (see :func:`is_resent`); return how many. A running batch
+        takes them back itself; a finished one is started anew (and the job
+        with it, if it had finished). On a running job this needs a worker of
+        the job running (this process's, once started): the batches answer."""
+
+        def again_(row: Row) -> bool:
+            return is_resent(
+                row.state,
+                row.request_id,
+                resend_unknown=resend_unknown,
+                resend_failed=resend_failed,
             )
+
+        running = (await self._record()).running
+        by_first = dict(zip(spec.batches, await self._batches(spec), strict=True))
+        count = 0
+        again: dict[int, list[Row]] = {}
+        for first, (finished, rows) in by_first.items():
+            if not any(again_(row) for row in rows):
+                continue
+            if not finished:
+                handle = self.temporal.get_workflow_handle_for(
+                    RowsWorkflow.run, rows_workflow_id(self.job, first)
+                )
+                try:
+                    count += await handle.execute_update(
+                        RowsWorkflow.resend, args=[resend_unknown, resend_failed]
+                    )
+                    continue
+                except (temporalio.client.WorkflowUpdateFailedError, temporalio.service.RPCError):
+                    # It ended meanwhile: started anew, as a finished batch is.
+                    rows = await handle.result()
+            again[first] = rows
+        if not again:
+            return count
         for rows in again.values():
             for row in rows:
-                if row.state == RowState.UNKNOWN:
+                if again_(row):
                     row.state, row.result = RowState.QUEUED.value, {}
-        done = {
-            rows_workflow_id(self.job, first): counts_of(rows)
-            for first, (_, rows) in by_first.items()
-            if first not in again
-        }
-        # Allowed to run again: a closed workflow of the same id (a duplicate
-        # start by a second worker doing the same finds it running and stops).
+                    count += 1
         again_policy: dict[str, Any] = {
             "id_conflict_policy": temporalio.common.WorkflowIDConflictPolicy.FAIL,
             "id_reuse_policy": temporalio.common.WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         }
-        with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
-            await self.temporal.start_workflow(
-                JobWorkflow.run,
-                args=[spec, JobState(done=done)],
-                id=job_workflow_id(self.job),
-                task_queue=spec.task_queue,
-                memo={"spec": spec},
-                **again_policy,
-            )
-            for first, rows in again.items():
+        if running:
+            ids = [rows_workflow_id(self.job, first) for first in again]
+            try:
+                # The job waits for them again (refused once it is ending).
+                await self._job_handle().execute_update(JobWorkflow.reopen, ids)
+            except (temporalio.client.WorkflowUpdateFailedError, temporalio.service.RPCError):
+                raise JournalError(
+                    f"{self.where()}: the job ended while its rows were being queued again; "
+                    "run the same command again"
+                ) from None
+        else:
+            done = {
+                rows_workflow_id(self.job, first): counts_of(rows)
+                for first, (_, rows) in by_first.items()
+                if first not in again
+            }
+            # The epoch goes on: a worker that saw the job stop before knows it is over.
+            epoch = (await self._record()).epoch + 1
+            # Allowed to run again: a closed workflow of the same id (a duplicate
+            # start by a second worker doing the same finds it running and stops).
+            try:
+                await self.temporal.start_workflow(
+                    JobWorkflow.run,
+                    args=[spec, JobState(done=done, epoch=epoch)],
+                    id=job_workflow_id(self.job),
+                    task_queue=spec.task_queue,
+                    memo={"spec": spec, EPOCH_MEMO: epoch},
+                    **again_policy,
+                )
+            except temporalio.exceptions.WorkflowAlreadyStartedError:
+                return 0
+            await self._restart_ids(spec, again_policy)
+        for first, rows in again.items():
+            with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
                 await self.temporal.start_workflow(
                     RowsWorkflow.run,
                     Batch(self.job, rows, spec.polling, spec.heartbeat, spec.task_queue),
@@ -593,7 +803,29 @@ class TemporalJob:
                     task_queue=spec.task_queue,
                     **again_policy,
                 )
-        return sum(row.state == RowState.QUEUED for rows in again.values() for row in rows)
+        return count
+
+    async def _restart_ids(self, spec: JobSpec, policy: dict[str, Any]) -> None:
+        """The ids workflows of a finished job run again with the ids the
+        service gave so far, so that a resent row's new id is checked too."""
+        for shard in range(id_shards(spec.rows)):
+            handle = self.temporal.get_workflow_handle_for(
+                IdsWorkflow.run, ids_workflow_id(self.job, shard)
+            )
+            try:
+                lines = await handle.result()
+            except temporalio.service.RPCError as exc:
+                if _is_not_found(exc):
+                    continue  # no send reached this shard
+                raise JournalError(f"{self.where()}: {exc.message}") from None
+            with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
+                await self.temporal.start_workflow(
+                    IdsWorkflow.run,
+                    lines,
+                    id=ids_workflow_id(self.job, shard),
+                    task_queue=spec.task_queue,
+                    **policy,
+                )
 
     async def _batches(
         self, spec: JobSpec, *, finished: bool = False
@@ -680,7 +912,7 @@ class TemporalJob:
             temporalio.worker.Worker(
                 self.temporal,
                 task_queue=task_queue,
-                workflows=[JobWorkflow, RowsWorkflow],
+                workflows=[JobWorkflow, RowsWorkflow, IdsWorkflow],
                 **common,
             ),
         ]
@@ -699,8 +931,17 @@ class TemporalJob:
             if found is None:
                 raise BulkInputError(f"{self.where()}: no such job; a new job needs --input")
             spec = found
-        if options.resend_unknown:
-            await self.resend_unknown(spec)
+        resend = functools.partial(
+            self.resend,
+            spec,
+            resend_unknown=options.resend_unknown,
+            resend_failed=options.resend_failed,
+        )
+        resend_later = options.resend_unknown or options.resend_failed
+        if resend_later and not (await self._record()).running:
+            # Before this run waits for the job's end: the job starts again.
+            await resend()
+            resend_later = False
         progress = Progress(deadline=spec.polling.deadline)
         activities = _Activities(client, options.concurrency, spec.heartbeat)
         workers = self.workers(
@@ -718,9 +959,32 @@ class TemporalJob:
                 whole.cancel()
 
         final: list[Row] = []
+        stopped_by: list[JobStoppedError] = []
+
+        async def until_stopped() -> None:
+            """Resume the job if a stop had left it waiting (this run is the
+            rerun that carries on), then stop as soon as any worker of the job
+            stops it."""
+            await self._resume()
+            if resend_later:
+                # A running job's batches answer through this process's worker.
+                await resend()
+            while True:
+                # A record that cannot be read now (the server busy) only skips this look.
+                with contextlib.suppress(JournalError):
+                    record = await self._record()
+                    if record.running and record.stopped is not None:
+                        stopped_by.append(JobStoppedError(record.stopped))
+                        progress.stopping = True
+                        stop.set()
+                        return
+                await anyio.sleep(_STOP_WATCH_SECONDS)
 
         async def until_finished() -> None:
             await self._job_handle().result()
+            while await self._runs_again():
+                # Started again meanwhile (rows sent again by another process).
+                await self._job_handle().result()
             # The job hears from each batch just before the batch ends: its
             # last workflow task needs this worker still running.
             final.extend(await self.rows(spec, finished=True))
@@ -733,6 +997,7 @@ class TemporalJob:
                 # server) only skips this refresh of the display.
                 with contextlib.suppress(JournalError):
                     progress.states = collections.Counter(_counts(await self.rows(spec)))
+                    progress.slowed_to = client.slowed_to
                     on_progress(progress)
                 await anyio.sleep(_PROGRESS_SECONDS)
 
@@ -744,6 +1009,7 @@ class TemporalJob:
                     for worker in workers:
                         tg.start_soon(worker.run)
                     tg.start_soon(until_finished)
+                    tg.start_soon(until_stopped)
                     tg.start_soon(report)
                     if stopper.requests:
                         stop.set()
@@ -761,6 +1027,8 @@ class TemporalJob:
         await anyio.to_thread.run_sync(write_rows, _finished(rows), run.output)
         progress.states = collections.Counter(_counts(rows))
         on_progress(progress)
+        if stopped_by:
+            raise stopped_by[0]
         return _counts(rows)
 
 

@@ -7,6 +7,15 @@ workflow per batch of rows (id ``verif-job/ID/rows/FIRST_LINE``) drives each
 of its rows: one send activity (at most once: ``maximum_attempts=1``), then
 one answers activity for the batch, which waits in the worker's own poller.
 Ids derive from the job and its rows, so loading twice starts nothing twice.
+
+A job stops at once when a send meets a failure every row would meet (the
+service refused the credentials): the rows workflow that hears of it tells the
+job workflow, which records why (in its memo, where every worker and process
+reads it) and tells every batch to send nothing more; its rows stay queued
+until a later ``bulk run`` resumes the job. The request ids the service gave
+are kept in ``verif-client.ids`` workflows (``verif-job/ID/ids/N``, ids spread
+over them by value), so that an id given to two rows is seen however far apart
+they are.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
-from ._job import RowState
+from ._job import RowState, is_resent
 
 SEND_ACTIVITY = "verif-client.send"
 ANSWERS_ACTIVITY = "verif-client.answers"
@@ -36,6 +45,13 @@ SEND_GROUP = 10
 # A job's rate slots are handed out a few at a time; a history this long
 # continues as new, so the job's history stays bounded however long it runs.
 _JOB_HISTORY_LIMIT = 2_000
+# Request ids kept by one ids workflow, about: its state stays far below
+# Temporal's payload limit (2 MB) when it continues as new.
+_IDS_PER_SHARD = 20_000
+# Memo keys of the job workflow, beside "spec": why it stopped (None: it
+# runs) and how many times it was resumed after a stop.
+STOPPED_MEMO = "stopped"
+EPOCH_MEMO = "epoch"
 
 
 def job_workflow_id(job: str) -> str:
@@ -44,6 +60,15 @@ def job_workflow_id(job: str) -> str:
 
 def rows_workflow_id(job: str, first_line: int) -> str:
     return f"verif-job/{job}/rows/{first_line}"
+
+
+def ids_workflow_id(job: str, shard: int) -> str:
+    return f"verif-job/{job}/ids/{shard}"
+
+
+def id_shards(rows: int) -> int:
+    """How many ids workflows keep the request ids of a job of ``rows`` rows."""
+    return max(1, -(-rows // _IDS_PER_SHARD))
 
 
 @dataclasses.dataclass
@@ -88,6 +113,9 @@ class JobSpec:
 class JobState:
     done: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     next_slot: float = 0.0
+    # Why the job stopped (None: it runs), and how often it was resumed.
+    stopped: str | None = None
+    epoch: int = 0
 
 
 @dataclasses.dataclass
@@ -117,13 +145,25 @@ class SendRequest:
 @dataclasses.dataclass
 class SendOutcome:
     """``state``: ``sent`` (with its request id), a final state, or ``queued``
-    (stopped before the request was written: sent later, by any worker)."""
+    (stopped before the request was written, or refused in a way that proves
+    nothing left: sent later, by any worker). ``stopped``: why the whole job
+    stops (the row is queued)."""
 
     line: int
     state: str
     request_id: int | None = None
     sent_at: float | None = None
     result: dict[str, Any] = dataclasses.field(default_factory=dict)
+    stopped: str | None = None
+    epoch: int = 0  # of the job, when the activity read it
+
+
+@dataclasses.dataclass
+class Claimed:
+    """A request id the service gave a row."""
+
+    line: int
+    request_id: int
 
 
 @dataclasses.dataclass
@@ -159,20 +199,34 @@ class JobWorkflow:
     def __init__(self) -> None:
         self.spec: JobSpec | None = None
         self.state = JobState()
+        self.closing = False
 
     @workflow.run
     async def run(self, spec: JobSpec, state: JobState | None = None) -> dict[str, int]:
         self.spec = spec
         self.state = state or JobState()
-        await workflow.wait_condition(
-            lambda: (
-                len(self.state.done) == len(spec.batches)
-                or workflow.info().get_current_history_length() > _JOB_HISTORY_LIMIT
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    len(self.state.done) == len(spec.batches)
+                    or workflow.info().get_current_history_length() > _JOB_HISTORY_LIMIT
+                )
             )
-        )
-        if len(self.state.done) < len(spec.batches):
             await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(args=[spec, self.state])
+            if len(self.state.done) < len(spec.batches):
+                if workflow.info().get_current_history_length() > _JOB_HISTORY_LIMIT:
+                    workflow.continue_as_new(args=[spec, self.state], memo=self._memo())
+                continue  # a batch was reopened (rows sent again) meanwhile
+            # From here the job ends: no batch is reopened (see reopen's validator).
+            self.closing = True
+            break
+        # A job that ran before ids workflows existed ends as it did then (replay).
+        if workflow.patched("close-ids-workflows"):
+            for shard in range(id_shards(spec.rows)):
+                ids = workflow.get_external_workflow_handle(ids_workflow_id(spec.job, shard))
+                # A shard no send reached was never started.
+                with contextlib.suppress(FailureError):
+                    await ids.signal(IdsWorkflow.close)
         totals: dict[str, int] = {}
         for counts in self.state.done.values():
             for name, count in counts.items():
@@ -182,6 +236,56 @@ class JobWorkflow:
     @workflow.signal
     def batch_done(self, batch: str, counts: dict[str, int]) -> None:
         self.state.done[batch] = counts
+
+    def _memo(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            STOPPED_MEMO: self.state.stopped,
+            EPOCH_MEMO: self.state.epoch,
+        }
+
+    async def _tell_batches(self, signal: str) -> None:
+        assert self.spec is not None
+
+        async def tell(batch: str) -> None:
+            # A batch closed meanwhile needs no word.
+            with contextlib.suppress(FailureError):
+                await workflow.get_external_workflow_handle(batch).signal(signal)
+
+        batches = (rows_workflow_id(self.spec.job, first) for first in self.spec.batches)
+        await asyncio.gather(*(tell(batch) for batch in batches if batch not in self.state.done))
+
+    @workflow.signal
+    async def stop(self, reason: str, epoch: int) -> None:
+        """A send met a failure every row would meet: record why, for every
+        worker and process to see, and stop every batch's sends. A failure
+        met before the job was last resumed (``epoch``) is the past's."""
+        if self.state.stopped is not None or epoch < self.state.epoch:
+            return
+        self.state.stopped = reason
+        workflow.upsert_memo({STOPPED_MEMO: reason})
+        await self._tell_batches("stop")
+
+    @workflow.update
+    def reopen(self, batches: list[str]) -> None:
+        """Finished ``batches`` run again (rows sent again): the job waits for them."""
+        for batch in batches:
+            self.state.done.pop(batch, None)
+
+    @reopen.validator
+    def _reopen_while_running(self, batches: list[str]) -> None:
+        if self.closing:
+            raise ValueError("the job is ending")
+
+    @workflow.update
+    async def resume(self) -> int:
+        """A ``bulk run`` starts: a stopped job sends again; returns the epoch."""
+        if self.state.stopped is not None:
+            self.state.stopped = None
+            self.state.epoch += 1
+            workflow.upsert_memo({STOPPED_MEMO: None, EPOCH_MEMO: self.state.epoch})
+            await self._tell_batches("resume")
+        return self.state.epoch
 
     @workflow.query
     def describe(self) -> JobSpec:
@@ -202,16 +306,22 @@ class JobWorkflow:
 class RowsWorkflow:
     def __init__(self) -> None:
         self.rows: list[Row] = []
+        self.stopped = False
+        self.closing = False
+        self.batch: Batch | None = None
+        # Rounds of rows being sent and answered: the first, and one per resend.
+        self.rounds: set[asyncio.Task[None]] = set()
 
     @workflow.run
     async def run(self, batch: Batch) -> list[Row]:
         self.rows = batch.rows
-        queued = [row for row in self.rows if row.state == RowState.QUEUED]
-        groups = [queued[index : index + SEND_GROUP] for index in range(0, len(queued), SEND_GROUP)]
-        await asyncio.gather(*(self._send(batch, group) for group in groups))
-        sent = [row for row in self.rows if row.state == RowState.SENT]
-        if sent:
-            await self._answers(batch, sent)
+        self.batch = batch
+        self._start_round([row for row in self.rows if row.state == RowState.QUEUED])
+        while self.rounds:
+            # A round's failure fails the workflow task, as it would in the run itself.
+            await asyncio.gather(*self.rounds)
+        # From here the batch ends: no row is queued again (see resend's validator).
+        self.closing = True
         job = workflow.get_external_workflow_handle(job_workflow_id(batch.job))
         done = [workflow.info().workflow_id, counts_of(self.rows)]
         # A job already closed (rows sent again after it finished) needs no word.
@@ -223,8 +333,60 @@ class RowsWorkflow:
     def snapshot(self) -> list[Row]:
         return self.rows
 
+    def _start_round(self, rows: list[Row]) -> None:
+        """Send ``rows`` (queued), then wait for their answers, beside any
+        other round: rows queued again are sent at once, not after the
+        answers the batch already waits for."""
+        round_ = asyncio.create_task(self._round(rows))
+        self.rounds.add(round_)
+        round_.add_done_callback(self.rounds.discard)
+
+    async def _round(self, rows: list[Row]) -> None:
+        assert self.batch is not None
+        groups = [rows[index : index + SEND_GROUP] for index in range(0, len(rows), SEND_GROUP)]
+        await asyncio.gather(*(self._send(self.batch, group) for group in groups))
+        sent = [row for row in rows if row.state == RowState.SENT]
+        if sent:
+            await self._answers(self.batch, sent)
+
+    @workflow.update
+    def resend(self, resend_unknown: bool, resend_failed: bool) -> int:
+        """Queue again the rows ``--resend-unknown``/``--resend-failed`` ask
+        for (none is in flight: a row is unknown or failed once its send is
+        over); return how many."""
+        again = [
+            row
+            for row in self.rows
+            if is_resent(
+                row.state,
+                row.request_id,
+                resend_unknown=resend_unknown,
+                resend_failed=resend_failed,
+            )
+        ]
+        for row in again:
+            row.state, row.result = RowState.QUEUED.value, {}
+        if again:
+            self._start_round(again)
+        return len(again)
+
+    @resend.validator
+    def _resend_while_running(self, resend_unknown: bool, resend_failed: bool) -> None:
+        if self.closing:
+            raise ValueError("the batch is ending")
+
+    @workflow.signal(name="stop")
+    def stop(self) -> None:
+        self.stopped = True
+
+    @workflow.signal(name="resume")
+    def resume(self) -> None:
+        self.stopped = False
+
     async def _send(self, batch: Batch, group: list[Row]) -> None:
         while group:
+            # A stopped job's rows stay queued until it is resumed.
+            await workflow.wait_condition(lambda: not self.stopped)
             for row in group:
                 row.state = RowState.SENDING
             rows = [ToSend(row.line, row.phone_number or "", row.question or "") for row in group]
@@ -246,12 +408,20 @@ class RowsWorkflow:
                     row.result = {"reason": IN_FLIGHT_REASON}
                 return
             by_line = {row.line: row for row in group}
+            stopped: SendOutcome | None = None
             for outcome in outcomes:
                 row = by_line[outcome.line]
                 row.state = outcome.state
                 row.request_id = outcome.request_id
                 row.sent_at = outcome.sent_at
                 row.result = outcome.result
+                if outcome.stopped is not None:
+                    stopped = outcome
+            if stopped is not None:
+                # The job stops every batch, this one included.
+                job = workflow.get_external_workflow_handle(job_workflow_id(batch.job))
+                with contextlib.suppress(FailureError):
+                    await job.signal("stop", args=[stopped.stopped, stopped.epoch])
             # Rows a stopping worker did not write go again, to any worker.
             group = [row for row in group if row.state == RowState.QUEUED]
 
@@ -282,3 +452,37 @@ class RowsWorkflow:
                 row.state = answer.state
                 row.result = answer.result
             waiting = [row for row in waiting if row.state == RowState.SENT]
+
+
+@workflow.defn(name="verif-client.ids")
+class IdsWorkflow:
+    """The request ids the service gave the rows of a job (those whose value
+    falls in this shard), each with the line it was given to first."""
+
+    @workflow.init
+    def __init__(self, lines: dict[str, int]) -> None:
+        self.lines = dict(lines)
+        self.closing = False
+
+    @workflow.run
+    async def run(self, lines: dict[str, int]) -> dict[str, int]:
+        await workflow.wait_condition(
+            lambda: (
+                self.closing or workflow.info().get_current_history_length() > _JOB_HISTORY_LIMIT
+            )
+        )
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if not self.closing:
+            workflow.continue_as_new(self.lines)
+        return self.lines
+
+    @workflow.update
+    def claim(self, rows: list[Claimed]) -> list[int]:
+        """Record each row's id unless another row has it; return the line
+        that holds each (the row's own, or the other's)."""
+        return [self.lines.setdefault(str(row.request_id), row.line) for row in rows]
+
+    @workflow.signal
+    def close(self) -> None:
+        """The job is over: return the ids (a rerun starts the shard again with them)."""
+        self.closing = True
