@@ -438,8 +438,8 @@ def _tables(
                 )
     note = (
         f"Each contender in a fresh process pinned to CPU 1, the server (an asyncio Protocol, "
-        f"its own process) on CPU 0, answering after {LATENCY_MS} ms; {warm:g} s warm-up (longer, up to "
-        f"{_RAMP_LIMIT:g} s, until every connection has answered twice), then "
+        f"its own process) on CPU 0, answering after {LATENCY_MS} ms; {warm:g} s warm-up "
+        f"(longer, up to {_RAMP_LIMIT:g} s, until every connection has answered twice), then "
         f"requests completed in {window:g} s, median of {repeats} run(s). The ideal is "
         f"connections / {LATENCY_MS} ms."
     )
