@@ -28,11 +28,13 @@ from .common import ROOT
 def _child(loop: str, pool: int, count: int, base_url: str) -> None:
     import asyncio
 
-    from verif_client import PollPolicy, PollStatus, VerificationClient
+    from verif_client import PollPolicy, PollStatus, RetryPolicy, VerificationClient
 
     from . import workload
 
-    zero = PollPolicy(initial_delay=0, max_delay=0, jitter=0, timeout=600)
+    # Under valgrind, opening thousands of connections is slow: no deadline short of 10 minutes.
+    patient = RetryPolicy(deadline=600)
+    zero = PollPolicy(initial_delay=0, max_delay=0, jitter=0, timeout=600, retry=patient)
 
     async def main() -> None:
         verified = 0
