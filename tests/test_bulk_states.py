@@ -1,0 +1,273 @@
+"""Which state each row of a bulk job ends in, as a user sees it: the output
+file, ``export`` and the counts of ``bulk status``, after a clean run, after
+refusals and answers that prove nothing, and after a crash and the resumes
+that follow (``--resend-unknown``, ``--resend-failed``). In-process, against
+the simulator, so that mutation testing sees the journal's transitions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from relsupport import ASGIApp, read_body
+
+import verif_client as vc
+from verif_client import bulk
+from verif_client.bulk._job import IN_FLIGHT_REASON
+from verif_client.bulk._sqlite import SQLiteJournal
+from verif_client.simulator import Script, Simulator, SimulatorConfig
+from verif_client.simulator._wire import soap_fault
+
+pytestmark = pytest.mark.anyio
+
+FAST = vc.PollPolicy(initial_delay=0.01, max_delay=0.05, false_means="final")
+FIRST_ID = 4294967297
+SEND = "SecureLink_Confirmation_SendRequestViaSms"
+UNKNOWN_ID_REASON = "Invalid SecureLink RequestID"
+
+
+def options(**changes: Any) -> bulk.BulkOptions:
+    # One row at a time: the simulator's request ids then follow the input's order.
+    return bulk.BulkOptions(
+        **{"question": "Pay?", "concurrency": 1, "deadline": 0.5, "policy": FAST, **changes}
+    )
+
+
+def simulator() -> Simulator:
+    script = Script(pending_polls=1, location_pending_polls=1)
+    return Simulator(config=SimulatorConfig(script=script))
+
+
+def client(app: ASGIApp) -> vc.VerificationClient:
+    return vc.VerificationClient(
+        "http://simulator",
+        username="user",
+        password="pass",
+        transport=httpx.ASGITransport(app=app),
+        binding=vc.Binding.SOAP11,
+        retry=vc.NO_RETRY,
+    )
+
+
+def read_rows(path: Path) -> dict[int, dict[str, Any]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    by_line = {row["line"]: row for row in rows}
+    assert len(by_line) == len(rows), "a row written twice"
+    return by_line
+
+
+@pytest.fixture
+def where(tmp_path: Path) -> dict[str, str]:
+    return {"journal": str(tmp_path / "job.sqlite"), "output": str(tmp_path / "out.jsonl")}
+
+
+async def status_and_export(journal: str, path: Path) -> dict[str, int]:
+    """What ``bulk status`` counts and ``bulk export`` writes, from the journal alone."""
+    job = await bulk.open_job(journal, create=False)
+    try:
+        counts = await job.counts()
+        assert await job.export(str(path)) == counts
+    finally:
+        await job.aclose()
+    return counts
+
+
+def counted(counts: dict[str, int]) -> dict[str, int]:
+    return {str(state): count for state, count in counts.items() if count}
+
+
+async def test_each_row_ends_in_its_answers_state_in_the_output_and_the_export(
+    where: dict[str, str], tmp_path: Path
+) -> None:
+    sim = simulator()
+    sim.script_for("5550002222", Script(answer="declined", pending_polls=1))
+    sim.script_for("5550003333", Script(answer="never"))
+    data = b"id,phone_number\na,5550001111\nb,5550002222\nc,5550003333\nd,555-3\n"
+    async with client(sim) as c:
+        counts = await bulk.run_job(c, **where, data=data, options=options())
+    rows = read_rows(Path(where["output"]))
+    polls = rows[4].pop("polls")
+    assert isinstance(polls, int)
+    assert polls >= 1
+    assert rows == {
+        2: {
+            **{"line": 2, "id": "a", "phone_number": "5550001111", "status": "verified"},
+            **{"request_id": FIRST_ID, "verified": True, "polls": 2, "reason": None},
+        },
+        3: {
+            **{"line": 3, "id": "b", "phone_number": "5550002222", "status": "declined"},
+            **{"request_id": FIRST_ID + 1, "verified": False, "polls": 2, "reason": None},
+        },
+        4: {
+            **{"line": 4, "id": "c", "phone_number": "5550003333", "status": "not_verified"},
+            **{"request_id": FIRST_ID + 2, "verified": None, "reason": None},
+        },
+        5: {
+            **{"line": 5, "id": "d", "phone_number": "555-3", "status": "invalid"},
+            "request_id": None,
+            "reason": "PhoneNumber: must be 7 to 15 ASCII digits (got '555-3')",
+        },
+    }
+    expected = {"verified": 1, "declined": 1, "not_verified": 1, "invalid": 1}
+    assert counted(counts) == expected
+    exported = tmp_path / "export.jsonl"
+    assert counted(await status_and_export(where["journal"], exported)) == expected
+    # The same rows as the output file (written as they finished), in input order.
+    assert read_rows(exported) == read_rows(Path(where["output"]))
+    assert list(read_rows(exported)) == [2, 3, 4, 5]
+
+
+async def test_a_location_job_waits_for_both_answers_of_each_row(
+    where: dict[str, str],
+) -> None:
+    sim = simulator()
+    sim.script_for("5550002222", Script(pending_polls=1, location="denied"))
+    data = b"phone_number\n5550001111\n5550002222\n"
+    async with client(sim) as c:
+        counts = await bulk.run_job(c, **where, data=data, options=options(location=True))
+    assert counted(counts) == {"verified": 2}
+    rows = read_rows(Path(where["output"]))
+    location = rows[2].pop("location")
+    assert location["city"] == "Austin"
+    assert rows[2] == {
+        **{"line": 2, "id": None, "phone_number": "5550001111", "status": "verified"},
+        **{"request_id": FIRST_ID, "verified": True, "polls": 2, "reason": None},
+        "location_status": "located",
+    }
+    assert rows[3] == {
+        **{"line": 3, "id": None, "phone_number": "5550002222", "status": "verified"},
+        **{"request_id": FIRST_ID + 1, "verified": True, "polls": 2, "reason": None},
+        # The service answers a denial as "not available" until the deadline.
+        **{"location_status": "timed_out", "location": None},
+    }
+
+
+def refusing(sim: Simulator, answers: dict[str, tuple[int, str, bytes]]) -> ASGIApp:
+    """The simulator, except that an SMS to one of ``answers``' numbers gets that
+    answer (status, content type, body) and is never sent."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await sim(scope, receive, send)
+        body = await read_body(receive)
+        for number, (status, content_type, content) in answers.items():
+            if SEND.encode() in body and f">{number}<".encode() in body:
+                headers = [(b"content-type", content_type.encode())]
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": content})
+                return None
+
+        async def again() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await sim(scope, again, send)
+
+    return app
+
+
+XML = "text/xml; charset=utf-8"
+REFUSALS = {
+    # Refusals the service answered in a form we could read: nobody was texted.
+    "5550000400": (400, "text/html", b"<html><title>Bad Request</title></html>"),
+    "5550000401": (500, XML, soap_fault("soap11", "Client", "PhoneNumber is not valid")),
+    # Answers that prove nothing: the SMS may have gone.
+    "5550000500": (500, "text/html", b"<html><title>Runtime Error</title></html>"),
+    "5550000502": (502, "text/html", b"<html><title>Bad Gateway</title></html>"),
+    "5550000501": (500, XML, soap_fault("soap11", "Server", "Timeout expired")),
+}
+
+
+async def test_refused_sends_are_failed_and_unprovable_ones_unknown_and_each_is_resent_on_request(
+    where: dict[str, str],
+) -> None:
+    sim = simulator()
+    data = b"phone_number\n" + b"".join(f"{n}\n".encode() for n in [*REFUSALS, "5550001111"])
+    async with client(refusing(sim, REFUSALS)) as c:
+        counts = await bulk.run_job(c, **where, data=data, options=options())
+    rows = read_rows(Path(where["output"]))
+    states = {row["phone_number"]: row["status"] for row in rows.values()}
+    assert states == {
+        **{"5550000400": "failed", "5550000401": "failed", "5550001111": "verified"},
+        **{"5550000500": "unknown", "5550000502": "unknown", "5550000501": "unknown"},
+    }
+    assert "HTTP 400" in rows[2]["reason"]
+    assert "PhoneNumber is not valid" in rows[3]["reason"]
+    assert "HTTP 502" in rows[5]["reason"]
+    assert "Timeout expired" in rows[6]["reason"]
+    assert all(row["request_id"] is None for row in rows.values() if row["status"] != "verified")
+    assert counted(counts) == {"failed": 2, "unknown": 3, "verified": 1}
+    assert len(sim.calls(SEND)) == 1
+
+    # The service is well again. A plain rerun sends nothing; --resend-failed
+    # sends only the refused rows; --resend-unknown then the rest.
+    async with client(sim) as c:
+        counts = await bulk.run_job(c, **where, options=options())
+        assert counted(counts) == {"failed": 2, "unknown": 3, "verified": 1}
+        assert len(sim.calls(SEND)) == 1
+        counts = await bulk.run_job(c, **where, options=options(resend_failed=True))
+        assert counted(counts) == {"unknown": 3, "verified": 3}
+        assert len(sim.calls(SEND)) == 3
+        resent = {link.phone_number for link in sim.secure_links[1:]}
+        assert resent == {"5550000400", "5550000401"}
+        counts = await bulk.run_job(c, **where, options=options(resend_unknown=True))
+        assert counted(counts) == {"verified": 6}
+        assert len(sim.calls(SEND)) == 6
+    rows = read_rows(Path(where["output"]))
+    assert {row["status"] for row in rows.values()} == {"verified"}
+    assert all(row["reason"] is None for row in rows.values())
+
+
+async def test_a_crash_leaves_the_row_in_flight_unknown_and_resumes_finish_the_rest(
+    where: dict[str, str], tmp_path: Path
+) -> None:
+    sim = simulator()
+    data = b"id,phone_number\na,5550001111\nb,5550002222\nc,5550003333\nd,5550004444\n"
+    async with client(sim) as c:
+        # A run that died: line 2 in flight, line 3 sent (its answer not yet
+        # read), line 4 sent under an id the service no longer knows, line 5
+        # not started.
+        journal = SQLiteJournal(where["journal"])
+        bulk.load_input(journal, data, options(), c.codec())
+        texted = await c.send_confirmation_sms("5550002222", "Pay?")
+        journal.mark_sending(2)
+        journal.mark_sending(3)
+        journal.mark_sent(3, texted.request_id)
+        journal.mark_sending(4)
+        journal.mark_sent(4, 77)
+        journal._db.close()  # killed: nothing else is written
+        journal._release()
+        assert counted(await status_and_export(where["journal"], tmp_path / "e.jsonl")) == {
+            **{"queued": 1, "sending": 1, "sent": 2}
+        }
+
+        counts = await bulk.run_job(c, **where, options=options())
+        assert counted(counts) == {"unknown": 1, "verified": 2, "failed": 1}
+        rows = read_rows(Path(where["output"]))
+        assert rows[2] == {
+            **{"line": 2, "id": "a", "phone_number": "5550001111", "status": "unknown"},
+            **{"request_id": None, "reason": IN_FLIGHT_REASON},
+        }
+        assert rows[3] == {
+            **{"line": 3, "id": "b", "phone_number": "5550002222", "status": "verified"},
+            **{"request_id": texted.request_id, "verified": True, "polls": 2, "reason": None},
+        }
+        assert rows[4] == {
+            **{"line": 4, "id": "c", "phone_number": "5550003333", "status": "failed"},
+            **{"request_id": 77, "verified": None, "polls": 1, "reason": UNKNOWN_ID_REASON},
+        }
+        assert rows[5]["status"] == "verified"
+        assert [link.phone_number for link in sim.secure_links] == ["5550002222", "5550004444"]
+
+        # A row that failed while it was polled had its SMS: never resent.
+        counts = await bulk.run_job(
+            c, **where, options=options(resend_unknown=True, resend_failed=True)
+        )
+        assert counted(counts) == {"verified": 3, "failed": 1}
+        assert [link.phone_number for link in sim.secure_links][2:] == ["5550001111"]
+    rows = read_rows(Path(where["output"]))
+    assert rows[2]["status"] == "verified"
+    assert rows[2]["request_id"] == sim.secure_links[2].request_id
+    assert rows[4]["reason"] == UNKNOWN_ID_REASON
