@@ -7,6 +7,7 @@ the simulator, so that mutation testing sees the journal's transitions."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,12 @@ async def test_each_row_ends_in_its_answers_state_in_the_output_and_the_export(
     sim.script_for("5550002222", Script(answer="declined", pending_polls=1))
     sim.script_for("5550003333", Script(answer="never"))
     data = b"id,phone_number\na,5550001111\nb,5550002222\nc,5550003333\nd,555-3\n"
+    seen: list[dict[str, int]] = []
     async with client(sim) as c:
-        counts = await bulk.run_job(c, **where, data=data, options=options())
+        counts = await bulk.run_job(
+            c, **where, data=data, options=options(), on_progress=lambda p: seen.append(+p.states)
+        )
+    assert seen[-1] == counted(counts)
     rows = read_rows(Path(where["output"]))
     polls = rows[4].pop("polls")
     assert isinstance(polls, int)
@@ -271,3 +276,29 @@ async def test_a_crash_leaves_the_row_in_flight_unknown_and_resumes_finish_the_r
     assert rows[2]["status"] == "verified"
     assert rows[2]["request_id"] == sim.secure_links[2].request_id
     assert rows[4]["reason"] == UNKNOWN_ID_REASON
+
+
+async def test_errors_about_the_input_and_the_journal_name_them(where: dict[str, str]) -> None:
+    bad = b"number\n5550001111\n"
+    header = r"march\.csv: line 1: the header has no phone_number column \(found 'number'\)$"
+    async with client(simulator()) as c:
+        with pytest.raises(bulk.BulkInputError, match=f"^{header}"):
+            await bulk.run_job(c, **where, data=bad, options=options(), input_name="march.csv")
+        job = await bulk.open_job(where["journal"])
+        try:
+            # A job run directly checks its input as it loads it.
+            run = bulk.JobRun(
+                c, where["output"], bad, options(), print, bulk.Stopper(), "march.csv"
+            )
+            with pytest.raises(bulk.BulkInputError, match=f"^{header}"):
+                await job.run(run)
+            # The journal now exists, with no input.
+            no_input = f"^{re.escape(where['journal'])}: a new journal needs its input$"
+            with pytest.raises(bulk.BulkInputError, match=no_input):
+                await job.run(
+                    bulk.JobRun(c, where["output"], None, options(), print, bulk.Stopper())
+                )
+            # --rate for a whole job: the journal's limiter, at the rate asked.
+            assert repr(job.rate_limiter(5.0)) == "RateLimiter(rate=5.0, burst=1)"
+        finally:
+            await job.aclose()
