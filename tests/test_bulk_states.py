@@ -302,3 +302,48 @@ async def test_errors_about_the_input_and_the_journal_name_them(where: dict[str,
             assert repr(job.rate_limiter(5.0)) == "RateLimiter(rate=5.0, burst=1)"
         finally:
             await job.aclose()
+
+
+def refusing_polls(sim: Simulator, number: str) -> ASGIApp:
+    """The simulator, except that every poll about the SMS to ``number`` is refused (400)."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await sim(scope, receive, send)
+        body = await read_body(receive)
+        ids = [link.request_id for link in sim.secure_links if link.phone_number == number]
+        if SEND.encode() not in body and any(f">{i}<".encode() in body for i in ids):
+            headers = [(b"content-type", b"text/html")]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": b"<title>Bad Request</title>"})
+            return None
+
+        async def again() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await sim(scope, again, send)
+
+    return app
+
+
+async def test_a_row_whose_polls_are_refused_fails_with_the_reason_and_is_never_resent(
+    where: dict[str, str],
+) -> None:
+    sim = simulator()
+    data = b"phone_number\n5550001111\n5550002222\n"
+    async with client(refusing_polls(sim, "5550002222")) as c:
+        counts = await bulk.run_job(c, **where, data=data, options=options(location=True))
+    assert counted(counts) == {"verified": 1, "failed": 1}
+    row = read_rows(Path(where["output"]))[3]
+    reason = row.pop("reason")
+    assert reason.startswith("SecureLink_SecurityCode_HasBeenVerified: HTTP 400")
+    assert row == {
+        **{"line": 3, "id": None, "phone_number": "5550002222", "status": "failed"},
+        **{"request_id": FIRST_ID + 1, "verified": None, "polls": 1},
+        **{"location_status": "failed", "location": None},
+    }
+    # Its SMS was sent: --resend-failed leaves it alone.
+    async with client(sim) as c:
+        counts = await bulk.run_job(c, **where, options=options(resend_failed=True))
+    assert counted(counts) == {"verified": 1, "failed": 1}
+    assert len(sim.calls(SEND)) == 2
