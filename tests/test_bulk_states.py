@@ -347,3 +347,81 @@ async def test_a_row_whose_polls_are_refused_fails_with_the_reason_and_is_never_
         counts = await bulk.run_job(c, **where, options=options(resend_failed=True))
     assert counted(counts) == {"verified": 1, "failed": 1}
     assert len(sim.calls(SEND)) == 2
+
+
+async def test_a_rerun_names_the_same_input_or_none_and_a_different_one_is_refused(
+    where: dict[str, str],
+) -> None:
+    data = b"phone_number\n5550001111\n"
+    async with client(simulator()) as c:
+        await bulk.run_job(c, **where, data=data, options=options())
+        counts = await bulk.run_job(c, **where, data=data, options=options())
+        assert counted(counts) == {"verified": 1}
+        with pytest.raises(bulk.JournalError, match="belongs to a different input file"):
+            await bulk.run_job(c, **where, data=data + b"5550002222\n", options=options())
+
+
+async def test_a_request_id_the_service_gives_twice_never_answers_the_second_row(
+    where: dict[str, str],
+) -> None:
+    sim = simulator()
+
+    async def same_id(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # Every SMS is answered with the first request's id.
+        if scope["type"] != "http":
+            return await sim(scope, receive, send)
+        body = await read_body(receive)
+
+        async def again() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def rewrite(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body" and SEND.encode() in body:
+                message = {
+                    **message,
+                    "body": re.sub(
+                        rb"<SecureLinkRequestId>\d+<",
+                        b"<SecureLinkRequestId>%d<" % FIRST_ID,
+                        message["body"],
+                    ),
+                }
+            await send(message)
+
+        return await sim(scope, again, rewrite)
+
+    data = b"phone_number\n5550001111\n5550002222\n"
+    async with client(same_id) as c:
+        counts = await bulk.run_job(c, **where, data=data, options=options())
+    assert counted(counts) == {"verified": 1, "unknown": 1}
+    rows = read_rows(Path(where["output"]))
+    assert rows[2]["status"] == "verified"
+    assert rows[3]["status"] == "unknown"
+    assert rows[3]["reason"] == (
+        f"the service answered with request id {FIRST_ID}, which it had already given "
+        "line 2: this row's answer cannot be told apart, so it is not polled"
+    )
+
+
+async def test_refused_credentials_stop_the_job_with_its_rows_queued_and_a_rerun_carries_on(
+    where: dict[str, str],
+) -> None:
+    sim = Simulator(
+        credentials=("user", "pass"), config=SimulatorConfig(script=Script(pending_polls=1))
+    )
+    data = b"phone_number\n5550001111\n5550002222\n"
+    async with vc.VerificationClient(
+        "http://simulator",
+        username="user",
+        password="wrong",
+        transport=httpx.ASGITransport(app=sim),
+        binding=vc.Binding.SOAP11,
+        retry=vc.NO_RETRY,
+    ) as wrong:
+        with pytest.raises(bulk.JobStoppedError, match="the service refused the credentials"):
+            await bulk.run_job(wrong, **where, data=data, options=options())
+    assert counted(await status_and_export(where["journal"], Path(where["output"]))) == {
+        "queued": 2
+    }
+    async with client(sim) as right:
+        counts = await bulk.run_job(right, **where, options=options())
+    assert counted(counts) == {"verified": 2}

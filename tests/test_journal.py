@@ -92,7 +92,8 @@ def test_a_file_that_is_not_a_journal_is_refused(tmp_path: Path) -> None:
 def test_every_state_change_is_compare_and_set(tmp_path: Path) -> None:
     journal = make(tmp_path)
     journal.mark_sending(2)
-    with pytest.raises(JournalError, match="line 2 is sending, expected queued"):
+    where = re.escape(str(tmp_path / "job.sqlite"))
+    with pytest.raises(JournalError, match=f"^{where}: line 2 is sending, expected queued; "):
         journal.mark_sending(2)
     with pytest.raises(JournalError, match="line 3 is queued, expected sending"):
         journal.mark_sent(3, 2**40)
@@ -205,3 +206,14 @@ def test_a_journal_broken_under_an_export_is_named(tmp_path: Path) -> None:
     where = re.escape(str(tmp_path / "job.sqlite"))
     with pytest.raises(JournalError, match=f"^{where}: no such table: rows$"):
         list(journal.finished())
+
+
+def test_a_refused_row_stays_failed_unless_resending_failed_rows_is_asked(tmp_path: Path) -> None:
+    journal = make(tmp_path)
+    journal.mark_sending(2)
+    journal.finish(2, "failed", {"reason": "refused"}, expected="sending")
+    journal.recover(resend_unknown=True)
+    assert journal.row(2).state == "failed"
+    assert journal.row(3).line == 3
+    journal.recover(resend_unknown=False, resend_failed=True)
+    assert [row.line for row in journal.queued()] == [2, 3]
