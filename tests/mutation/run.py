@@ -80,6 +80,8 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_decode.py",
             "tests/test_encode_golden.py",
             "tests/test_simulator_wire.py",
+            "tests/test_control_characters.py",
+            "tests/test_input_validation.py::test_tab_cr_lf_and_astral_characters_are_allowed",
         ),
     ),
     "codec": (
@@ -109,6 +111,9 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_transport_layer.py",
             "tests/test_transport_bad_peers.py",
             "tests/test_reliability_tls.py",
+            "tests/test_transport_receiver.py",
+            "tests/test_client_loops.py",
+            "tests/test_client_cert.py",
         ),
     ),
     "parse": (
