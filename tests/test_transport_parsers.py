@@ -66,6 +66,8 @@ def read(reader_class: type[_parse.Reader], pieces: list[bytes]) -> tuple[object
             if reader.complete:
                 break
             reader.feed(piece)
+            # The pool starts on the body once headers is not None: only a whole head may be.
+            assert reader.headers is None or isinstance(reader.headers, list)
     except h11.RemoteProtocolError:
         # What the pool reports as "RemoteProtocolError: ..."; anything else
         # escapes and fails the test.
