@@ -4,6 +4,8 @@ idle expiry, and that the default path does not load httpx."""
 
 from __future__ import annotations
 
+import contextlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,14 @@ import trio.lowlevel
 import trio.testing
 from realparts import import_real_part
 from relsupport import PASSWORD, USER
-from test_transport_bad_peers import NOT_VERIFIED, Wire, answer, http_response, raw_server
+from test_transport_bad_peers import (
+    GONE,
+    NOT_VERIFIED,
+    Wire,
+    answer,
+    http_response,
+    raw_server,
+)
 
 import verif_client as vc
 from verif_client._transport import _pool, _tls
@@ -266,3 +275,36 @@ async def test_each_request_goes_out_with_its_own_head_and_framing() -> None:
         if head.startswith(b"post"):
             assert b"\r\ncontent-length: %d" % len(body) in head
     assert bodies[4].endswith(b"MobileNumber=5551234567")
+
+
+@pytest.mark.parametrize(
+    ("path", "namespace", "refused"),
+    [
+        ("/a b", "http://api.giact.com/verificationservices/v5", "illegal request line POST '/a b"),
+        ("", "http://x/\r\nX-Injected: 1", "illegal header 'SOAPAction'"),
+    ],
+    ids=["space-in-the-path", "line-break-in-a-header"],
+)
+async def test_a_request_that_could_smuggle_another_is_refused_before_a_byte_leaves(
+    path: str, namespace: str, refused: str
+) -> None:
+    received: list[bytes] = []
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        with contextlib.suppress(*GONE):
+            while True:
+                received.append(await stream.receive())
+
+    async with (
+        raw_server(handle) as port,
+        vc.VerificationClient(
+            f"http://127.0.0.1:{port}{path}", namespace=namespace, retry=vc.NO_RETRY
+        ) as client,
+    ):
+        with pytest.raises(
+            vc.TransportError, match=f"LocalProtocolError: {re.escape(refused)}"
+        ) as caught:
+            await client.send_confirmation_sms("5551234567", "Pay?")
+    # Provably never sent: not "delivery unknown", though an SMS is not sent twice lightly.
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert received == []
