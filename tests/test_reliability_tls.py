@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
@@ -23,6 +25,7 @@ from test_transport_bad_peers import (
     VERIFIED_TRUE,
     AnswerOnceAndClose,
     MisbehavingWhileIdle,
+    Wire,
     close_delimited,
 )
 
@@ -328,3 +331,28 @@ async def test_bytes_read_with_the_answer_are_never_the_next_calls_answer(
             await server.first_closed.wait()
         tg.cancel_scope.cancel()
     assert server.connections == 2
+
+
+async def test_an_sms_whose_connection_is_reset_after_it_went_out_over_tls_is_delivery_unknown(
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext
+) -> None:
+    # Over TLS the request goes out through the TLS layer, not one write(2):
+    # once it has, a reset means the service may have it, and an SMS is not
+    # sent again behind the caller's back.
+    requests = 0
+
+    async def read_then_reset(stream: anyio.abc.ByteStream) -> None:
+        nonlocal requests
+        if await Wire(stream).request() is None:
+            return
+        requests += 1
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    async with (
+        tls_server(certificate, read_then_reset) as url,
+        vc.VerificationClient(url, username=USER, password=PASSWORD, verify=trusting) as client,
+    ):
+        with anyio.fail_after(GUARD), pytest.raises(vc.DeliveryUnknownError):
+            await client.send_confirmation_sms("5551234567", "Pay?")
+    assert requests == 1
