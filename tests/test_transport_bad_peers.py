@@ -554,3 +554,23 @@ async def test_nothing_is_left_behind_with_1024_connections_open(how: str) -> No
             assert all(type(exc) is vc.TransportError for exc in errors), errors[:3]
         else:
             assert errors == []
+
+
+async def test_a_peer_that_takes_an_sms_and_hangs_up_is_named_and_delivery_unknown() -> None:
+    async def take_and_hang_up(stream: anyio.abc.SocketStream) -> None:
+        await Wire(stream).request()
+
+    async with (
+        raw_server(take_and_hang_up) as port,
+        vc.VerificationClient(
+            f"http://127.0.0.1:{port}", username=USER, password=PASSWORD, retry=vc.NO_RETRY
+        ) as client,
+    ):
+        with (
+            anyio.fail_after(GUARD),
+            pytest.raises(
+                vc.DeliveryUnknownError,
+                match="RemoteProtocolError: Server disconnected without sending a response",
+            ),
+        ):
+            await client.send_confirmation_sms("5551234567", "Pay?")
