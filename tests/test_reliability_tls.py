@@ -356,3 +356,32 @@ async def test_an_sms_whose_connection_is_reset_after_it_went_out_over_tls_is_de
         with anyio.fail_after(GUARD), pytest.raises(vc.DeliveryUnknownError):
             await client.send_confirmation_sms("5551234567", "Pay?")
     assert requests == 1
+
+
+async def test_a_base_url_with_credentials_and_a_path_gives_the_host_and_target_alone(
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext
+) -> None:
+    # Credentials in an https:// URL go as HTTP Basic, never into the Host
+    # header (an "@" in the password included), and the URL's path prefixes
+    # the target.
+    heads: list[bytes] = []
+
+    async def handle(stream: anyio.abc.ByteStream) -> None:
+        request = await Wire(stream).request()
+        if request is not None:
+            heads.append(request.partition(b"\r\n\r\n")[0])
+            await stream.send(NOT_VERIFIED)
+
+    async with tls_server(certificate, handle) as url:
+        port = int(url.rpartition(":")[2])
+        with_credentials = f"https://user:p@ss@127.0.0.1:{port}/svcX/"
+        async with vc.VerificationClient(
+            with_credentials, verify=trusting, retry=vc.NO_RETRY
+        ) as client:
+            with anyio.fail_after(GUARD):
+                assert (await client.has_been_verified(4294967297)).verified is False
+    (head,) = heads
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /svcX/verificationservices/v5/InquiriesWS-5-8.asmx HTTP/1.1"
+    assert b"Host: 127.0.0.1:%d" % port in lines
+    assert b"Authorization: Basic dXNlcjpwQHNz" in lines  # user:p@ss
