@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from _sim_helpers import CONSENT, EP, soap
 
 import verif_client as vc
 from verif_client.simulator import Simulator
@@ -32,6 +33,52 @@ async def test_a_control_character_from_the_simulator_reads_back_as_itself(
         transport=verif_simulator_transport,
     ) as client:
         assert await client.get_mobile_consent_text() == "a\x01b\x1fc\td\x0be"
+
+
+# ASMX writes every answer through XmlTextWriter (SoapServerProtocol.GetWriterForMessage for
+# SOAP, XmlSerializer.Serialize(TextWriter) for HTTP GET/POST). Its encoder writes TAB, LF and
+# CR as they are in element text (only an attribute gets "&#xD;"), and any other character XML
+# 1.0 does not allow as "&#x" + upper-case hex + ";". XmlWriter's NewLineHandling.Entitize,
+# which would write "&#xD;", is not what ASMX uses.
+TRICKY = "a\rb\r\nc\nd\x01e\x1ff\tg\x0bh\x0ci\x7fj\x00k"
+AS_ASMX_WRITES = b"a\rb\r\nc\nd&#x1;e&#x1F;f\tg&#xB;h&#xC;i\x7fj&#x0;k"
+# An XML parser reads a raw CR, and a CR LF pair, as one LF (XML 1.0, 2.11): any client of
+# the real service sees the same; the references come back as the characters.
+AS_READ = "a\nb\nc\nd\x01e\x1ff\tg\x0bh\x0ci\x7fj\x00k"
+
+
+async def _raw_answer(http: httpx.AsyncClient, binding: vc.Binding) -> bytes:
+    if binding is vc.Binding.SOAP11:
+        return (await soap(http, CONSENT)).content
+    if binding is vc.Binding.SOAP12:
+        return (await soap(http, CONSENT, version="1.2")).content
+    if binding is vc.Binding.HTTP_GET:
+        return (await http.get(f"{EP}/{CONSENT}")).content
+    return (await http.post(f"{EP}/{CONSENT}", data={})).content
+
+
+@pytest.mark.parametrize("binding", list(vc.Binding))
+async def test_cr_crlf_and_control_characters_go_out_as_asmx_writes_them_and_read_back(
+    verif_simulator: Simulator,
+    verif_simulator_transport: httpx.ASGITransport,
+    binding: vc.Binding,
+) -> None:
+    verif_simulator.consent_text = TRICKY
+    transport = verif_simulator_transport
+    async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+        raw = await _raw_answer(http, binding)
+    soap_binding = binding in (vc.Binding.SOAP11, vc.Binding.SOAP12)
+    element = f"{CONSENT}Result>" if soap_binding else f'string xmlns="{NS}">'
+    closing = f"</{CONSENT}Result>" if soap_binding else "</string>"
+    assert f"<{element}".encode() + AS_ASMX_WRITES + closing.encode() in raw
+    async with vc.VerificationClient(
+        "http://sim",
+        username="user",
+        password="pass",
+        binding=binding,
+        transport=verif_simulator_transport,
+    ) as client:
+        assert await client.get_mobile_consent_text() == AS_READ
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
@@ -23,6 +25,7 @@ from test_transport_bad_peers import (
     VERIFIED_TRUE,
     AnswerOnceAndClose,
     MisbehavingWhileIdle,
+    Wire,
     close_delimited,
 )
 
@@ -205,3 +208,180 @@ async def test_close_delimited_answers_over_tls_are_read_and_never_reused(
             for request_id in (4294967297, 4294967298):
                 assert (await client.has_been_verified(request_id)).verified is True
     assert handle.connections == 2
+
+
+# -- bytes in the same read as the answer ----------------------------------------
+
+
+class RecordWriter:
+    """The server side of TLS by hand (``ssl.SSLObject`` over memory BIOs), so
+    that the test decides which bytes share a TLS record and a TCP write."""
+
+    def __init__(self, stream: anyio.abc.ByteStream, context: ssl.SSLContext) -> None:
+        self.stream = stream
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        self.plain = b""
+
+    async def _flush(self) -> None:
+        data = self.outgoing.read()
+        if data:
+            await self.stream.send(data)
+
+    async def _more(self) -> bool:
+        """Feed the TLS layer the next bytes from the client; False once it hung up."""
+        await self._flush()
+        try:
+            self.incoming.write(await self.stream.receive())
+        except GONE:
+            return False
+        return True
+
+    async def handshake(self) -> None:
+        while True:
+            try:
+                self.tls.do_handshake()
+            except ssl.SSLWantReadError:
+                if not await self._more():
+                    raise anyio.EndOfStream from None
+            else:
+                await self._flush()
+                return
+
+    async def request(self) -> bytes | None:
+        """The next request's head (the client's requests here have no body), or
+        None once the client closed the connection."""
+        while b"\r\n\r\n" not in self.plain:
+            try:
+                self.plain += self.tls.read(65536)
+            except ssl.SSLWantReadError:
+                if not await self._more():
+                    return None
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return None
+        head, _, self.plain = self.plain.partition(b"\r\n\r\n")
+        return head
+
+    async def send(self, *records: bytes) -> None:
+        """Each of ``records`` in a TLS record of its own, all in one TCP write."""
+        for record in records:
+            self.tls.write(record)
+        await self._flush()
+
+
+class AnswerWithExtraBytes:
+    """Its first connection answers the first request and, in the same TCP write
+    (``shared``: in the same TLS record, else in the next one), a second answer
+    nobody asked for; then it waits for the client to close it. Every later
+    connection answers each request truthfully."""
+
+    def __init__(self, context: ssl.SSLContext, *, shared: bool) -> None:
+        self.context = context
+        self.shared = shared
+        self.connections = 0
+        self.first_closed = anyio.Event()
+
+    async def __call__(self, stream: anyio.abc.ByteStream) -> None:
+        self.connections += 1
+        first = self.connections == 1
+        peer = RecordWriter(stream, self.context)
+        try:
+            await peer.handshake()
+            while await peer.request() is not None:
+                if not first:
+                    await peer.send(NOT_VERIFIED)
+                elif self.shared:
+                    await peer.send(NOT_VERIFIED + VERIFIED_TRUE)
+                else:
+                    await peer.send(NOT_VERIFIED, VERIFIED_TRUE)
+        finally:
+            if first:
+                self.first_closed.set()
+
+
+@pytest.mark.usefixtures("answer_parser")
+@pytest.mark.parametrize("shared", [True, False], ids=["same-record", "next-record"])
+async def test_bytes_read_with_the_answer_are_never_the_next_calls_answer(
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext, shared: bool
+) -> None:
+    # One TCP write brings the answer and an unrequested "verified": in one
+    # read off the socket. In the same record, the parser sees bytes after the
+    # answer; in the next record, they wait undecrypted in the TLS layer's
+    # buffer (trio: anyio's TLS stream), where no peek at the socket sees them.
+    # Either way the connection is closed and the second call asks anew.
+    cert, key = certificate
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+    server = AnswerWithExtraBytes(context, shared=shared)
+
+    async def guarded(stream: anyio.abc.ByteStream) -> None:
+        async with stream:
+            with suppress(*GONE):
+                await server(stream)
+
+    url = f"https://127.0.0.1:{port}"
+    async with tcp, anyio.create_task_group() as tg, trusting_client(url, trusting) as client:
+        tg.start_soon(tcp.serve, guarded)
+        with anyio.fail_after(GUARD):
+            assert (await client.has_been_verified(4294967297)).verified is False
+            assert (await client.has_been_verified(4294967298)).verified is False
+            await server.first_closed.wait()
+        tg.cancel_scope.cancel()
+    assert server.connections == 2
+
+
+async def test_an_sms_whose_connection_is_reset_after_it_went_out_over_tls_is_delivery_unknown(
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext
+) -> None:
+    # Over TLS the request goes out through the TLS layer, not one write(2):
+    # once it has, a reset means the service may have it, and an SMS is not
+    # sent again behind the caller's back.
+    requests = 0
+
+    async def read_then_reset(stream: anyio.abc.ByteStream) -> None:
+        nonlocal requests
+        if await Wire(stream).request() is None:
+            return
+        requests += 1
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    async with (
+        tls_server(certificate, read_then_reset) as url,
+        vc.VerificationClient(url, username=USER, password=PASSWORD, verify=trusting) as client,
+    ):
+        with anyio.fail_after(GUARD), pytest.raises(vc.DeliveryUnknownError):
+            await client.send_confirmation_sms("5551234567", "Pay?")
+    assert requests == 1
+
+
+async def test_a_base_url_with_credentials_and_a_path_gives_the_host_and_target_alone(
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext
+) -> None:
+    # Credentials in an https:// URL go as HTTP Basic, never into the Host
+    # header (an "@" in the password included), and the URL's path prefixes
+    # the target.
+    heads: list[bytes] = []
+
+    async def handle(stream: anyio.abc.ByteStream) -> None:
+        request = await Wire(stream).request()
+        if request is not None:
+            heads.append(request.partition(b"\r\n\r\n")[0])
+            await stream.send(NOT_VERIFIED)
+
+    async with tls_server(certificate, handle) as url:
+        port = int(url.rpartition(":")[2])
+        with_credentials = f"https://user:p@ss@127.0.0.1:{port}/svcX/"
+        async with vc.VerificationClient(
+            with_credentials, verify=trusting, retry=vc.NO_RETRY
+        ) as client:
+            with anyio.fail_after(GUARD):
+                assert (await client.has_been_verified(4294967297)).verified is False
+    (head,) = heads
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /svcX/verificationservices/v5/InquiriesWS-5-8.asmx HTTP/1.1"
+    assert b"Host: 127.0.0.1:%d" % port in lines
+    assert b"Authorization: Basic dXNlcjpwQHNz" in lines  # user:p@ss

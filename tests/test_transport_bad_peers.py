@@ -582,11 +582,12 @@ async def test_fifty_megabytes_close_delimited_are_refused_while_streaming() -> 
             cut_off.set()
 
     async with raw_server(flood) as port, client(port, retry=vc.NO_RETRY) as c:
-        with anyio.fail_after(GUARD), pytest.raises(vc.ResponseTooLargeError):
+        with anyio.fail_after(GUARD), pytest.raises(vc.ResponseTooLargeError) as refused:
             await c.get_mobile_consent_text()
         with anyio.fail_after(GUARD):
             await cut_off.wait()
     assert written < 25 * ONE_MB
+    assert refused.value.operation == "GetMobileConsentText"
 
 
 async def test_a_gzip_bomb_is_refused() -> None:
@@ -668,3 +669,65 @@ async def test_nothing_is_left_behind_with_1024_connections_open(how: str) -> No
             assert all(type(exc) is vc.TransportError for exc in errors), errors[:3]
         else:
             assert errors == []
+
+
+async def test_a_peer_that_takes_an_sms_and_hangs_up_is_named_and_delivery_unknown() -> None:
+    async def take_and_hang_up(stream: anyio.abc.SocketStream) -> None:
+        await Wire(stream).request()
+
+    async with (
+        raw_server(take_and_hang_up) as port,
+        vc.VerificationClient(
+            f"http://127.0.0.1:{port}", username=USER, password=PASSWORD, retry=vc.NO_RETRY
+        ) as client,
+    ):
+        with (
+            anyio.fail_after(GUARD),
+            pytest.raises(
+                vc.DeliveryUnknownError,
+                match="RemoteProtocolError: Server disconnected without sending a response",
+            ),
+        ):
+            await client.send_confirmation_sms("5551234567", "Pay?")
+
+
+async def test_a_declared_length_past_the_cap_is_refused_before_the_body_comes() -> None:
+    # The peer announces 50 MB and then sends nothing: the call does not wait
+    # for a body it would refuse anyway, and says which operation it was.
+    async def announce(stream: anyio.abc.SocketStream) -> None:
+        if await Wire(stream).request() is not None:
+            await stream.send(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: %d\r\n\r\n"
+                % (50 * ONE_MB)
+            )
+            await anyio.sleep_forever()
+
+    async with raw_server(announce) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.ResponseTooLargeError) as refused:
+            await c.get_mobile_consent_text()
+    assert refused.value.operation == "GetMobileConsentText"
+
+
+async def test_an_answer_whose_head_arrives_in_pieces_is_read_whole() -> None:
+    # The head in three writes, a pause after each (the peer's own pace):
+    # the body is read only once the whole head is in, gzip and all.
+    body = gzip.compress(
+        answer(
+            "GetMobileConsentText", "<GetMobileConsentTextResult>text</GetMobileConsentTextResult>"
+        )
+    )
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/xml; charset=utf-8\r\n"
+        b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    pieces = [head[:20], head[20:60], head[60:] + body]
+
+    async def slowly(stream: anyio.abc.SocketStream) -> None:
+        if await Wire(stream).request() is not None:
+            for piece in pieces:
+                await stream.send(piece)
+                await anyio.sleep(0.05)
+
+    async with raw_server(slowly) as port, client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD):
+            assert await c.get_mobile_consent_text() == "text"

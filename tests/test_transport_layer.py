@@ -4,19 +4,29 @@ idle expiry, and that the default path does not load httpx."""
 
 from __future__ import annotations
 
+import contextlib
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import anyio
 import anyio.abc
+import asmx
 import httpx
 import pytest
 import trio.lowlevel
 import trio.testing
 from realparts import import_real_part
 from relsupport import PASSWORD, USER
-from test_transport_bad_peers import NOT_VERIFIED, Wire, answer, http_response, raw_server
+from test_transport_bad_peers import (
+    GONE,
+    NOT_VERIFIED,
+    Wire,
+    answer,
+    http_response,
+    raw_server,
+)
 
 import verif_client as vc
 from verif_client._transport import _pool, _tls
@@ -203,3 +213,98 @@ async def test_an_answer_larger_than_any_read_comes_back_whole_on_a_reused_conne
         for _ in range(3):
             assert await client.get_mobile_consent_text() == text
     assert handle.connections == 1
+
+
+async def test_each_request_goes_out_with_its_own_head_and_framing() -> None:
+    # One connection carries them all: each request keeps its own method,
+    # target and SOAPAction (the heads are cached per shape), a GET goes with
+    # no body and no Content-Length, and a POST with its length, even empty.
+    consent = vc.get_operation("GetMobileConsentText")
+    revoke = vc.get_operation("RevokeMobileConsent")
+    calls = [
+        (vc.Binding.SOAP11, consent, "text"),
+        (vc.Binding.SOAP11, revoke, "true"),
+        (vc.Binding.HTTP_GET, consent, "text"),
+        (vc.Binding.HTTP_POST, consent, "text"),
+        (vc.Binding.HTTP_POST, revoke, "true"),
+    ]
+    seen: list[bytes] = []
+    connections = 0
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        nonlocal connections
+        connections += 1
+        wire = Wire(stream)
+        for binding, op, content in calls:
+            request = await wire.request()
+            if request is None:
+                return
+            seen.append(request)
+            await stream.send(http_response(asmx.response(binding, op, content)))
+
+    async with (
+        raw_server(handle) as port,
+        vc.VerificationClient(
+            f"http://127.0.0.1:{port}", username=USER, password=PASSWORD, retry=vc.NO_RETRY
+        ) as client,
+    ):
+        for binding, op, _ in calls:
+            if op is consent:
+                assert await client.get_mobile_consent_text(binding=binding) == "text"
+            else:
+                assert await client.revoke_mobile_consent("5551234567", binding=binding) is True
+    assert connections == 1
+    heads = [request.partition(b"\r\n\r\n")[0].lower() for request in seen]
+    bodies = [request.partition(b"\r\n\r\n")[2] for request in seen]
+    path = b"/verificationservices/v5/inquiriesws-5-8.asmx"
+    assert heads[0].startswith(b"post %s http/1.1\r\n" % path)
+    assert (
+        b'\r\nsoapaction: "http://api.giact.com/verificationservices/v5/getmobileconsenttext"'
+        in heads[0]
+    )
+    assert (
+        b'\r\nsoapaction: "http://api.giact.com/verificationservices/v5/revokemobileconsent"'
+        in heads[1]
+    )
+    assert heads[2].startswith(b"get %s/getmobileconsenttext http/1.1\r\n" % path)
+    assert b"content-length" not in heads[2]
+    assert bodies[2] == b""
+    assert heads[3].startswith(b"post %s/getmobileconsenttext http/1.1\r\n" % path)
+    assert heads[4].startswith(b"post %s/revokemobileconsent http/1.1\r\n" % path)
+    for head, body in zip(heads, bodies, strict=True):
+        if head.startswith(b"post"):
+            assert b"\r\ncontent-length: %d" % len(body) in head
+    assert bodies[4].endswith(b"MobileNumber=5551234567")
+
+
+@pytest.mark.parametrize(
+    ("path", "namespace", "refused"),
+    [
+        ("/a b", "http://api.giact.com/verificationservices/v5", "illegal request line POST '/a b"),
+        ("", "http://x/\r\nX-Injected: 1", "illegal header 'SOAPAction'"),
+    ],
+    ids=["space-in-the-path", "line-break-in-a-header"],
+)
+async def test_a_request_that_could_smuggle_another_is_refused_before_a_byte_leaves(
+    path: str, namespace: str, refused: str
+) -> None:
+    received: list[bytes] = []
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        with contextlib.suppress(*GONE):
+            while True:
+                received.append(await stream.receive())
+
+    async with (
+        raw_server(handle) as port,
+        vc.VerificationClient(
+            f"http://127.0.0.1:{port}{path}", namespace=namespace, retry=vc.NO_RETRY
+        ) as client,
+    ):
+        with pytest.raises(
+            vc.TransportError, match=f"LocalProtocolError: {re.escape(refused)}"
+        ) as caught:
+            await client.send_confirmation_sms("5551234567", "Pay?")
+    # Provably never sent: not "delivery unknown", though an SMS is not sent twice lightly.
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert received == []

@@ -34,6 +34,9 @@ ANSWERS: dict[str, bytes] = {
     ),
     "101-unasked": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
     "204-no-body": b"HTTP/1.1 204 No Content\r\n\r\n",
+    "304-no-body": b"HTTP/1.1 304 Not Modified\r\nETag: x\r\n\r\n",
+    # Only Transfer-Encoding frames a body by its chunks, not any header saying "chunked".
+    "by-close-with-a-chunked-header": b"HTTP/1.1 200 OK\r\nX-Note: chunked\r\n\r\nhello",
     "bytes-after-the-answer": OK + b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
     "garbage-after-the-answer": OK + b"\x00\x01garbage",
     "truncated-body": OK[:-2],
@@ -63,6 +66,8 @@ def read(reader_class: type[_parse.Reader], pieces: list[bytes]) -> tuple[object
             if reader.complete:
                 break
             reader.feed(piece)
+            # The pool starts on the body once headers is not None: only a whole head may be.
+            assert reader.headers is None or isinstance(reader.headers, list)
     except h11.RemoteProtocolError:
         # What the pool reports as "RemoteProtocolError: ..."; anything else
         # escapes and fails the test.
@@ -120,3 +125,29 @@ def test_what_both_refuse_and_keep_is_what_the_pool_promises() -> None:
         streamed = [raw[i : i + 997] for i in range(0, len(raw), 997)]
         assert read(_parse.LlhttpAnswer, streamed) == ("refused",), long
     assert whole["head-of-15-kib"][3:] == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "message"),
+    [
+        ([ANSWERS["101-unasked"]], "101 Switching Protocols was never asked for"),
+        ([ANSWERS["truncated-body"], b""], "peer closed connection without sending complete"),
+        ([ANSWERS["bad-status-line"]], "HttpParserInvalidStatusError: Invalid response status"),
+        ([ANSWERS["not-http"]], "HttpParserError: Expected HTTP/, RTSP/ or ICE/"),
+        (
+            [b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * 9000, b"a" * 9000],
+            "answer head too long (over 16384 bytes)",
+        ),
+    ],
+    ids=["101", "truncated-body", "bad-status-line", "not-http", "head-too-long"],
+)
+def test_what_llhttp_refuses_is_named(pieces: list[bytes], message: str) -> None:
+    # The pool reports it as "RemoteProtocolError: <message>": the user's only clue.
+    reader = _parse.LlhttpAnswer()
+    reader.start("POST")
+    *first, last = pieces
+    for piece in first:
+        reader.feed(piece)
+    with pytest.raises(h11.RemoteProtocolError) as refused:
+        reader.feed(last)
+    assert str(refused.value).startswith(message)

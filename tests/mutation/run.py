@@ -29,6 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRATCH = ROOT / ".mutate"
 
+# The in-process tests of bulk jobs (the Temporal ones need a server and take minutes).
+BULK_TESTS: tuple[str, ...] = (
+    "tests/test_journal.py",
+    "tests/test_bulk_api.py",
+    "tests/test_bulk_states.py",
+    "tests/test_poll_dialects.py::test_bulk_run_on_the_bool_shape_gives_verified_rows",
+    "tests/test_poll_dialects.py::test_bulk_run_on_the_nil_shape_with_a_decline_gives_declined",
+)
+
 # Module -> the file mutated and the pytest arguments that select the tests exercising it.
 # Subprocess tests (the CLI) are left out: mutmut sees only what runs in its own process.
 PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -71,6 +80,8 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_decode.py",
             "tests/test_encode_golden.py",
             "tests/test_simulator_wire.py",
+            "tests/test_control_characters.py",
+            "tests/test_input_validation.py::test_tab_cr_lf_and_astral_characters_are_allowed",
         ),
     ),
     "codec": (
@@ -100,9 +111,30 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_transport_layer.py",
             "tests/test_transport_bad_peers.py",
             "tests/test_reliability_tls.py",
+            "tests/test_transport_receiver.py",
+            "tests/test_client_loops.py",
+            "tests/test_client_cert.py",
+            "tests/test_retry_after.py",
         ),
     ),
-    "journal": ("verif_client/_journal.py", ("tests/test_journal.py",)),
+    "parse": (
+        "verif_client/_transport/_parse.py",
+        (
+            "tests/test_transport_parsers.py",
+            "tests/test_transport_bad_peers.py",
+            "tests/test_transport_layer.py",
+            "tests/test_reliability_tls.py",
+        ),
+    ),
+    "deadlines": (
+        "verif_client/_transport/_deadlines.py",
+        ("tests/test_transport_deadlines.py", "tests/test_transport_bad_peers.py"),
+    ),
+    # The bulk job's row states: which state a row goes to (and from), at a crash, a resume,
+    # a failed send, an answer; the CLI's own tests run in subprocesses, out of mutmut's sight.
+    "journal": ("verif_client/bulk/_sqlite.py", BULK_TESTS),
+    "outcomes": ("verif_client/bulk/_outcomes.py", BULK_TESTS),
+    "job": ("verif_client/bulk/_job.py", BULK_TESTS),
 }
 
 STATUSES = ("killed", "survived", "no tests", "timeout", "suspicious", "skipped", "segfault")

@@ -100,7 +100,9 @@ async def run_job(
     """
     options = options or BulkOptions()
     if data is not None:
-        read_input(data, options.question, client.codec(), encoding=options.encoding)
+        read_input(
+            data, options.question, client.codec(), encoding=options.encoding, name=input_name
+        )
     elif (
         isinstance(journal, str)
         and not is_temporal(journal)

@@ -24,7 +24,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from .._ratelimit import RateLimiter
 from ._input import BulkInputError, load_input
@@ -77,6 +77,32 @@ def _where(journal: SQLiteJournal) -> str:
 
 
 _reported: Final = reported(sqlite3.Error, _where)
+_REPORTED_METHODS: Final = (
+    "is_loaded",
+    "input_digest",
+    "load",
+    "recover",
+    "queued",
+    "awaiting_answer",
+    "claim",
+    "mark_sending",
+    "requeue",
+    "line_of_request",
+    "mark_sent",
+    "finish",
+    "row",
+    "counts",
+)
+_Class = TypeVar("_Class", bound=type)
+
+
+def _storage_failures_reported(cls: _Class) -> _Class:
+    """Wrap ``_REPORTED_METHODS`` with ``_reported``. Once, on the class, not
+    as a decorator on each method: mutation testing (``nox -s mutate``) leaves
+    decorated functions alone, and these hold the rows' state transitions."""
+    for name in _REPORTED_METHODS:
+        setattr(cls, name, _reported(getattr(cls, name)))
+    return cls
 
 
 def _owner_of(path: str) -> str:
@@ -93,6 +119,7 @@ def _owner_of(path: str) -> str:
         return "a process that is still starting"
 
 
+@_storage_failures_reported
 class SQLiteJournal:
     """The default journal: one SQLite file, no server."""
 
@@ -174,15 +201,12 @@ class SQLiteJournal:
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
-    @_reported
     def is_loaded(self) -> bool:
         return self._meta("input_digest") is not None
 
-    @_reported
     def input_digest(self) -> str | None:
         return self._meta("input_digest")
 
-    @_reported
     def load(self, rows: Iterable[InputRow], input_digest: str) -> None:
         now = time.time()
         with self._db:
@@ -193,7 +217,6 @@ class SQLiteJournal:
             )
             self._set_meta("input_digest", input_digest)
 
-    @_reported
     def recover(self, *, resend_unknown: bool, resend_failed: bool = False) -> int:
         with self._db:
             self._db.execute("BEGIN")
@@ -220,15 +243,12 @@ class SQLiteJournal:
         cursor = self._db.execute(f"SELECT {RECORD_COLUMNS} FROM rows WHERE {where}", args)
         return [JobRow.from_record(*values) for values in cursor]
 
-    @_reported
     def queued(self) -> list[JobRow]:
         return self._rows("state = 'queued' ORDER BY line")
 
-    @_reported
     def awaiting_answer(self) -> list[JobRow]:
         return self._rows("state = 'sent' ORDER BY line")
 
-    @_reported
     def claim(self, send: int, poll: int) -> Claim:
         # Rows sent by an earlier run are handed out once; rows this run sends
         # it polls itself, so they are never claimed.
@@ -256,22 +276,18 @@ class SQLiteJournal:
         ).rowcount
         self._changed(line, expected, changed)
 
-    @_reported
     def mark_sending(self, line: int) -> None:
         self._move(line, RowState.QUEUED, RowState.SENDING)
 
-    @_reported
     def requeue(self, line: int) -> None:
         self._move(line, RowState.SENDING, RowState.QUEUED)
 
-    @_reported
     def line_of_request(self, request_id: int) -> int | None:
         found = self._db.execute(
             "SELECT line FROM rows WHERE request_id = ? ORDER BY line LIMIT 1", (request_id,)
         ).fetchone()
         return None if found is None else int(found[0])
 
-    @_reported
     def mark_sent(self, line: int, request_id: int) -> None:
         changed = self._db.execute(
             "UPDATE rows SET state = 'sent', request_id = ?, sent_at = ? "
@@ -280,7 +296,6 @@ class SQLiteJournal:
         ).rowcount
         self._changed(line, RowState.SENDING, changed)
 
-    @_reported
     def finish(
         self, line: int, state: RowState, result: Mapping[str, Any], *, expected: RowState
     ) -> JobRow:
@@ -294,7 +309,6 @@ class SQLiteJournal:
             raise self._mismatch(line, expected)
         return JobRow.from_record(*values)
 
-    @_reported
     def row(self, line: int) -> JobRow:
         return self._rows("line = ?", line)[0]
 
@@ -306,7 +320,6 @@ class SQLiteJournal:
             raise JournalError(f"{self.path}: {exc}") from exc
         yield from rows
 
-    @_reported
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
         for state, count in self._db.execute("SELECT state, COUNT(*) FROM rows GROUP BY state"):
