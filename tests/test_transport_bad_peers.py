@@ -324,6 +324,47 @@ async def test_a_call_with_less_time_left_is_cut_at_its_own_deadline() -> None:
     assert requests.requests == 4
 
 
+async def test_a_kept_connection_is_never_cut_by_the_deadline_of_a_call_it_carried_before() -> None:
+    # Two connections, each used once to open it and once more, kept: then
+    # two slow calls in a row (0.6 s each, under a 1 s limit) on the newest,
+    # while the other sits idle past the deadline of the call it last
+    # carried. A deadline outliving its call would cut whatever that idle
+    # connection carries next; the last two calls, one on each, must succeed.
+    requests = Counter()
+
+    async def slow_in_the_middle(stream: anyio.abc.SocketStream) -> None:
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            requests.requests += 1
+            if requests.requests in (5, 6):
+                await anyio.sleep(0.6)  # the peer's pace: within each call's limit
+            await stream.send(NOT_VERIFIED)
+
+    async def two_at_once(c: vc.VerificationClient) -> list[vc.VerificationResult]:
+        results: list[vc.VerificationResult] = []
+
+        async def one() -> None:
+            results.append(await c.has_been_verified(7))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+        return results
+
+    once = vc.RetryPolicy(attempts=1)
+    async with (
+        raw_server(slow_in_the_middle) as port,
+        client(port, timeout=1.0, retry=once) as c,
+    ):
+        with anyio.fail_after(GUARD):
+            results = await two_at_once(c)  # opens two connections
+            results += await two_at_once(c)  # one call on each, kept
+            results += [await c.has_been_verified(7) for _ in range(2)]  # the newest, slowly
+            results += await two_at_once(c)  # one on each again
+    assert [result.verified for result in results] == [False] * 8
+    assert requests.requests == 8
+
+
 # -- connections that must not be reused --------------------------------------
 
 
