@@ -279,11 +279,12 @@ async def test_a_slow_peer_on_a_kept_connection_cannot_hold_a_call_past_its_dead
     assert connections.requests == 2
 
 
-async def test_a_call_with_less_time_left_is_cut_at_its_own_deadline() -> None:
-    # Two kept connections. A call with the client's 30 s hangs on one; a
-    # call whose retry deadline leaves it 0.3 s goes on the other. Its
-    # deadline comes before the one already waiting: it must still be cut
-    # at its own, not left to wait behind the first.
+@pytest.mark.parametrize("kept", [2, 1])
+async def test_a_call_with_less_time_left_is_cut_at_its_own_deadline(kept: int) -> None:
+    # A call with the client's 30 s hangs on a kept connection; a call whose
+    # retry deadline leaves it 0.3 s goes on the other kept one (kept=2) or
+    # on a new connection (kept=1). Its deadline comes before the one already
+    # waiting: it must still be cut at its own, not left to wait behind the first.
     both_asked = anyio.Event()
     requests = Counter()
 
@@ -291,8 +292,8 @@ async def test_a_call_with_less_time_left_is_cut_at_its_own_deadline() -> None:
         wire = Wire(stream)
         while await wire.request() is not None:
             requests.requests += 1
-            if requests.requests <= 2:
-                if requests.requests == 2:
+            if requests.requests <= kept:
+                if requests.requests == kept:
                     both_asked.set()
                 await both_asked.wait()
                 await stream.send(NOT_VERIFIED)
@@ -311,17 +312,17 @@ async def test_a_call_with_less_time_left_is_cut_at_its_own_deadline() -> None:
     async with raw_server(handle) as port, client(port, timeout=30, retry=once) as c:
         with anyio.fail_after(GUARD):
             async with anyio.create_task_group() as warm:
-                warm.start_soon(c.has_been_verified, 1)
-                warm.start_soon(c.has_been_verified, 2)
+                for request_id in range(kept):
+                    warm.start_soon(c.has_been_verified, request_id)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(hung_call, c)
-                await wait_for(lambda: requests.requests == 3, "the first call's request")
+                await wait_for(lambda: requests.requests == kept + 1, "the first call's request")
                 with pytest.raises(vc.TransportError) as caught:
                     await c.call_with(VERIFIED, {"RequestId": 3}, retry=short)
                 assert not hung_call_ended
                 tg.cancel_scope.cancel()
     assert "Timeout" in str(caught.value)
-    assert requests.requests == 4
+    assert requests.requests == kept + 2
 
 
 async def test_a_kept_connection_is_never_cut_by_the_deadline_of_a_call_it_carried_before() -> None:
@@ -363,6 +364,29 @@ async def test_a_kept_connection_is_never_cut_by_the_deadline_of_a_call_it_carri
             results += await two_at_once(c)  # one on each again
     assert [result.verified for result in results] == [False] * 8
     assert requests.requests == 8
+
+
+async def test_an_answer_over_the_cap_on_a_kept_connection_names_its_operation() -> None:
+    # The second call goes on the connection the first left idle (on asyncio,
+    # the attempt without a cancel scope): its refusal says which call it was.
+    big = http_response(answer(VERIFIED, "<Verified>false</Verified>" + " " * 4096))
+    bodies = iter([NOT_VERIFIED, big])
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        wire = Wire(stream)
+        while await wire.request() is not None:
+            await stream.send(next(bodies))
+
+    once = vc.RetryPolicy(attempts=1)
+    async with (
+        raw_server(handle) as port,
+        client(port, retry=once, max_response_bytes=2048) as c,
+    ):
+        with anyio.fail_after(GUARD):
+            assert (await c.has_been_verified(7)).verified is False
+            with pytest.raises(vc.ResponseTooLargeError) as caught:
+                await c.has_been_verified(7)
+    assert caught.value.operation == VERIFIED
 
 
 # -- connections that must not be reused --------------------------------------

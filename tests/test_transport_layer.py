@@ -119,6 +119,46 @@ async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
             assert handle.connections == expected
 
 
+async def test_a_kept_connection_idle_past_its_expiry_is_not_reused_while_others_work() -> None:
+    # The pool's connection sits idle while another client's call takes
+    # longer than the pool's expiry (the peer's pace on that connection): the
+    # pool's next call must open a new connection, on every loop (asyncio
+    # takes a kept connection without a cancel scope, and checks its age there).
+    pace = {2: 0.3}  # the second connection opened (the other client's) answers slowly
+
+    class Paced(Answering):
+        async def __call__(self, stream: anyio.abc.SocketStream) -> None:
+            self.connections += 1
+            delay = pace.get(self.connections, 0.0)
+            wire = Wire(stream)
+            while await wire.request() is not None:
+                await anyio.sleep(delay)
+                await stream.send(self.raw)
+
+    handle = Paced(NOT_VERIFIED)
+    op = vc.get_operation("SecureLink_SecurityCode_HasBeenVerified")
+    request = vc.codec_for(vc.Binding.SOAP11).encode(op, {"RequestId": 4294967297})
+    async with raw_server(handle) as port:
+        pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}", keepalive_expiry=0.2)
+        try:
+
+            async def send() -> int:
+                status, _, _ = await pool.send(
+                    request, time_limit=10, max_response_bytes=1 << 20, operation=op.name
+                )
+                return status
+
+            assert await send() == 200
+            async with vc.VerificationClient(
+                f"http://127.0.0.1:{port}", username=USER, password=PASSWORD
+            ) as other:
+                assert (await other.has_been_verified(7)).verified is False
+            assert await send() == 200
+        finally:
+            await pool.aclose()
+    assert handle.connections == 3
+
+
 class CountingOpen(Answering):
     """``Answering`` that also counts the connections still open to it."""
 
