@@ -351,15 +351,16 @@ class ConnectionPool:
         if not idle:
             return None
         connection = idle[-1]
-        if (
-            connection.receiver is None
-            or self._now() - connection.idle_since >= self._expiry
-            or not _untouched(connection)
-        ):
+        if connection.receiver is None or not self._fresh(connection, self._now()):
             return None
         idle.pop()
         self._busy.add(connection)
         return connection
+
+    def _fresh(self, connection: _Connection, now: float) -> bool:
+        """An idle connection may carry a request: not past the keep-alive
+        expiry, and nothing (no bytes, no close) arrived while it was idle."""
+        return now - connection.idle_since < self._expiry and _untouched(connection)
 
     async def _exchange(
         self,
@@ -435,7 +436,7 @@ class ConnectionPool:
             now = self._now()
             while idle:
                 connection = idle.pop()
-                if now - connection.idle_since < self._expiry and _untouched(connection):
+                if self._fresh(connection, now):
                     self._busy.add(connection)
                     return connection
                 await connection.close()
