@@ -700,15 +700,13 @@ class TemporalJob:
 
         async def start(first: int, batch: list[Row]) -> None:
             async with limiter:
-                with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
-                    await self.temporal.start_workflow(
-                        RowsWorkflow.run,
-                        Batch(self.job, batch, spec.polling, spec.heartbeat, spec.task_queue),
-                        id=rows_workflow_id(self.job, first),
-                        task_queue=spec.task_queue,
-                        id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.USE_EXISTING,
-                        id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                    )
+                await self._start_rows(
+                    spec,
+                    first,
+                    batch,
+                    id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.USE_EXISTING,
+                    id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                )
 
         with library_error_unwrapped():
             async with anyio.create_task_group() as tg:
@@ -795,15 +793,20 @@ class TemporalJob:
                 return 0
             await self._restart_ids(spec, again_policy)
         for first, rows in again.items():
-            with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
-                await self.temporal.start_workflow(
-                    RowsWorkflow.run,
-                    Batch(self.job, rows, spec.polling, spec.heartbeat, spec.task_queue),
-                    id=rows_workflow_id(self.job, first),
-                    task_queue=spec.task_queue,
-                    **again_policy,
-                )
+            await self._start_rows(spec, first, rows, **again_policy)
         return count
+
+    async def _start_rows(self, spec: JobSpec, first: int, rows: list[Row], **policy: Any) -> None:
+        """Start the rows workflow of the batch beginning at ``first`` (its id
+        policies as given); one already started, by another worker, is no error."""
+        with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
+            await self.temporal.start_workflow(
+                RowsWorkflow.run,
+                Batch(self.job, rows, spec.polling, spec.heartbeat, spec.task_queue),
+                id=rows_workflow_id(self.job, first),
+                task_queue=spec.task_queue,
+                **policy,
+            )
 
     async def _restart_ids(self, spec: JobSpec, policy: dict[str, Any]) -> None:
         """The ids workflows of a finished job run again with the ids the
