@@ -9,15 +9,16 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
+T = TypeVar("T")
 
 
 @attrs.define
@@ -170,3 +171,15 @@ def server_process(module: str, *args: str) -> Iterator[dict[str, Any]]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def run_on(loop: str, main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run ``main()`` on a fresh event loop: asyncio's, or uvloop's when ``loop`` is "uvloop"."""
+    import asyncio
+
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main())
+    return asyncio.run(main())

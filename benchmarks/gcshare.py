@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import latency_server, perpoll
+from .common import run_on
 
 
 def measure(base_url: str, pool: int, loop: str, window: float) -> dict[str, Any]:
@@ -58,12 +59,7 @@ def measure(base_url: str, pool: int, loop: str, window: float) -> dict[str, Any
             "tracked": len(gc.get_objects()),
         }
 
-    if loop == "uvloop":
-        import uvloop
-
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(main())
-    return asyncio.run(main())
+    return run_on(loop, main)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

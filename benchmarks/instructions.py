@@ -22,11 +22,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import ROOT
+from .common import ROOT, run_on
 
 
 def _child(loop: str, pool: int, count: int, base_url: str) -> None:
-    import asyncio
 
     from verif_client import PollPolicy, PollStatus, RetryPolicy, VerificationClient
 
@@ -58,13 +57,7 @@ def _child(loop: str, pool: int, count: int, base_url: str) -> None:
         if verified != count:
             raise SystemExit(f"{count - verified} of {count} polls not VERIFIED: {failure}")
 
-    if loop == "uvloop":
-        import uvloop
-
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            runner.run(main())
-    else:
-        asyncio.run(main())
+    run_on(loop, main)
 
 
 def instructions(loop: str, pool: int, count: int, base_url: str) -> int:

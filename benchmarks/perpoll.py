@@ -40,7 +40,7 @@ from verif_client import DEFAULT_NAMESPACE, ENDPOINT_PATH, PollPolicy, PollStatu
 from verif_client import VerificationClient as _Client
 
 from . import latency_server, workload
-from .common import Report, Settings, run_child
+from .common import Report, Settings, run_child, run_on
 
 POOLS: Final = (1024, 4096)
 LOOPS: Final = ("asyncio", "uvloop")
@@ -323,12 +323,7 @@ def child(
         )
         return figures
 
-    if loop == "uvloop":
-        import uvloop
-
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(main())
-    return asyncio.run(main())
+    return run_on(loop, main)
 
 
 # -- the section --------------------------------------------------------------

@@ -42,11 +42,11 @@ def simulator() -> Simulator:
     return Simulator(config=SimulatorConfig(script=script))
 
 
-def client(app: ASGIApp) -> vc.VerificationClient:
+def client(app: ASGIApp, password: str = "pass") -> vc.VerificationClient:
     return vc.VerificationClient(
         "http://simulator",
         username="user",
-        password="pass",
+        password=password,
         transport=httpx.ASGITransport(app=app),
         binding=vc.Binding.SOAP11,
         retry=vc.NO_RETRY,
@@ -409,14 +409,7 @@ async def test_refused_credentials_stop_the_job_with_its_rows_queued_and_a_rerun
         credentials=("user", "pass"), config=SimulatorConfig(script=Script(pending_polls=1))
     )
     data = b"phone_number\n5550001111\n5550002222\n"
-    async with vc.VerificationClient(
-        "http://simulator",
-        username="user",
-        password="wrong",
-        transport=httpx.ASGITransport(app=sim),
-        binding=vc.Binding.SOAP11,
-        retry=vc.NO_RETRY,
-    ) as wrong:
+    async with client(sim, password="wrong") as wrong:
         with pytest.raises(bulk.JobStoppedError, match="the service refused the credentials"):
             await bulk.run_job(wrong, **where, data=data, options=options())
     assert counted(await status_and_export(where["journal"], Path(where["output"]))) == {

@@ -17,6 +17,13 @@ NS = "http://api.giact.com/verificationservices/v5"
 HEADERS = {"Content-Type": "text/xml; charset=utf-8"}
 
 
+def client_over(transport: httpx.ASGITransport, binding: vc.Binding) -> vc.VerificationClient:
+    """A client of the in-process simulator in ``binding``."""
+    return vc.VerificationClient(
+        "http://sim", username="user", password="pass", binding=binding, transport=transport
+    )
+
+
 @pytest.mark.parametrize("binding", list(vc.Binding))
 async def test_a_control_character_from_the_simulator_reads_back_as_itself(
     verif_simulator: Simulator,
@@ -25,13 +32,7 @@ async def test_a_control_character_from_the_simulator_reads_back_as_itself(
 ) -> None:
     # The simulator writes it as the real stack does (its own test pins "&#x1;").
     verif_simulator.consent_text = "a\x01b\x1fc\td\x0be"
-    async with vc.VerificationClient(
-        "http://sim",
-        username="user",
-        password="pass",
-        binding=binding,
-        transport=verif_simulator_transport,
-    ) as client:
+    async with client_over(verif_simulator_transport, binding) as client:
         assert await client.get_mobile_consent_text() == "a\x01b\x1fc\td\x0be"
 
 
@@ -71,13 +72,7 @@ async def test_cr_crlf_and_control_characters_go_out_as_asmx_writes_them_and_rea
     element = f"{CONSENT}Result>" if soap_binding else f'string xmlns="{NS}">'
     closing = f"</{CONSENT}Result>" if soap_binding else "</string>"
     assert f"<{element}".encode() + AS_ASMX_WRITES + closing.encode() in raw
-    async with vc.VerificationClient(
-        "http://sim",
-        username="user",
-        password="pass",
-        binding=binding,
-        transport=verif_simulator_transport,
-    ) as client:
+    async with client_over(verif_simulator_transport, binding) as client:
         assert await client.get_mobile_consent_text() == AS_READ
 
 
