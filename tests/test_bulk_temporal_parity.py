@@ -281,3 +281,38 @@ def test_a_request_id_that_cannot_be_checked_leaves_its_row_unknown_not_polled(
     assert {row["status"] for row in rows} == {"unknown"}
     assert all("could not be recorded" in row["reason"] for row in rows)
     assert polls == 0
+
+
+def test_a_refusal_that_echoes_the_password_leaves_it_out_of_temporal_and_the_output(
+    temporal_server: DevServer, tmp_path: Path
+) -> None:
+    # The stop's reason is recorded in the job's workflow for every worker to
+    # read: a service that quotes the password in its refusal must not put it
+    # there, nor in what the operator sees.
+    password = "echoed-Pa55word-7q"
+
+    async def echoing(scope: dict[str, object], receive: object, send: object) -> None:
+        if scope["type"] != "http":
+            return
+        body = f"Invalid API credentials for bulk/{password}".encode()
+        headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": body})  # type: ignore[operator]
+
+    with serve_in_thread(echoing) as server:
+        numbers(tmp_path / "in.csv", 5, prefix="546")
+        service = SimpleNamespace(base_url=server.base_url)
+        job = Job(temporal_server, service, tmp_path, "echoed", VERIF_API_PASSWORD=password)  # type: ignore[arg-type]
+        worker = job.start("w0", "--input", str(tmp_path / "in.csv"))
+        try:
+            assert worker.wait(timeout=120) == 1, job.log("w0")
+        finally:
+            reap([worker])
+        (line,) = messages(job, "w0")
+        assert "refused the credentials" in line
+        assert "for bulk/***" in line  # the echo came through, masked
+        status = job.run("bulk", "status", "--journal", job.url)
+    assert password.encode() not in job.outputs() + (status.stdout + status.stderr).encode()
+    stored = b"".join(path.read_bytes() for path in temporal_server.files())
+    assert b"for bulk/***" in stored  # the stop's reason is recorded there, masked
+    assert password.encode() not in stored
