@@ -161,12 +161,13 @@ class Codec:
 
     def wire_texts(self, op: Operation[Any], params: Mapping[str, object]) -> tuple[str, ...]:
         """Check every parameter and render it as its wire text, in table order."""
-        unknown = [name for name in params if name not in op.param_names]
-        if unknown:
-            expected = ", ".join(op.param_names) or "no parameters"
-            raise RequestValidationError(
-                unknown[0], f"is not a parameter of {op.name} (expected {expected})"
-            )
+        names = op.param_names
+        for name in params:
+            if name not in names:
+                expected = ", ".join(names) or "no parameters"
+                raise RequestValidationError(
+                    name, f"is not a parameter of {op.name} (expected {expected})"
+                )
         texts = []
         for param in op.params:
             if param.name not in params:

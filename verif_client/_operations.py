@@ -107,19 +107,24 @@ class Operation(Generic[R]):
     idempotent: bool
     doc: str
 
-    @property
-    def response_element(self) -> str:
-        """The SOAP body's answer element: the name + ``Response``."""
+    # Derived once (every call reads them): not part of the table, nor of equality.
+    response_element: str = attrs.field(init=False, eq=False, repr=False)
+    """The SOAP body's answer element: the name + ``Response``."""
+    result_element: str = attrs.field(init=False, eq=False, repr=False)
+    """The element holding the result: the name + ``Result``."""
+    param_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    """The parameters' wire names, in the contract's order."""
+
+    @response_element.default
+    def _response_element(self) -> str:
         return self.name + "Response"
 
-    @property
-    def result_element(self) -> str:
-        """The element holding the result: the name + ``Result``."""
+    @result_element.default
+    def _result_element(self) -> str:
         return self.name + "Result"
 
-    @property
-    def param_names(self) -> tuple[str, ...]:
-        """The parameters' wire names, in the contract's order."""
+    @param_names.default
+    def _param_names(self) -> tuple[str, ...]:
         return tuple(param.name for param in self.params)
 
     @property

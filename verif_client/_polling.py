@@ -440,27 +440,47 @@ class PollStream(Generic[_O]):
         return False
 
     async def _poll(self, watch: _Watch) -> None:
+        """One poll: the call, with an unreadable answer asked again under
+        ``policy.retry`` (the client retries the network failures itself).
+        One coroutine for both: every poll in flight holds its chain of
+        coroutines, and the garbage collector walks each link."""
         policy = self._policy
+        retry = policy.retry
+        kind = watch.kind
         watch.polls += 1
         error: VerifClientError | None = None
         status: PollStatus | None = None
-        try:
-            answer = await self._ask(watch)
-            watch.last = answer
-            status = watch.kind.judge(answer, policy, self._dialect)
-        except HTTPStatusError as exc:
-            # A 429 says nothing about the id: ask again later, at the pace
-            # the client has slowed to.
-            if exc.status_code != 429:
+        started = self._now()
+        asked = 0
+        while True:
+            asked += 1
+            try:
+                answer = await self._call(
+                    kind.operation, {kind.request_id_param: watch.request_id}, retry=retry
+                )
+                watch.last = answer
+                status = kind.judge(answer, policy, self._dialect)
+            except HTTPStatusError as exc:
+                # A 429 says nothing about the id: ask again later, at the pace
+                # the client has slowed to.
+                if exc.status_code != 429:
+                    error, status = exc, PollStatus.FAILED
+            except DecodeError as exc:
+                pause = retry.backoff(asked, self._rng)
+                late = self._now() + pause - started > retry.deadline
+                if asked < retry.attempts and not late:
+                    await anyio.sleep(pause)
+                    continue
                 error, status = exc, PollStatus.FAILED
-        except VerifClientError as exc:
-            error, status = exc, PollStatus.FAILED
-        except Exception as exc:
-            # Every id is promised exactly one outcome, even when a transport
-            # or a bug raises something we did not foresee.
-            logger.exception("unexpected error polling request %s", watch.request_id)
-            error = VerifClientError(f"unexpected {type(exc).__name__}: {exc}")
-            status = PollStatus.FAILED
+            except VerifClientError as exc:
+                error, status = exc, PollStatus.FAILED
+            except Exception as exc:
+                # Every id is promised exactly one outcome, even when a transport
+                # or a bug raises something we did not foresee.
+                logger.exception("unexpected error polling request %s", watch.request_id)
+                error = VerifClientError(f"unexpected {type(exc).__name__}: {exc}")
+                status = PollStatus.FAILED
+            break
         self._polled(watch, status, error, cut=False)
 
     def _polled(
@@ -484,26 +504,6 @@ class PollStream(Generic[_O]):
                 return
             status = PollStatus.TIMED_OUT
         self._settle(watch, status, error, now)
-
-    async def _ask(self, watch: _Watch) -> object:
-        """One poll: the call, with an unreadable answer asked again under
-        ``policy.retry`` (the client retries the network failures itself)."""
-        retry = self._policy.retry
-        started = self._now()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                kind = watch.kind
-                return await self._call(
-                    kind.operation, {kind.request_id_param: watch.request_id}, retry=retry
-                )
-            except DecodeError:
-                pause = retry.backoff(attempt, self._rng)
-                late = self._now() + pause - started > retry.deadline
-                if attempt >= retry.attempts or late:
-                    raise
-                await anyio.sleep(pause)
 
     def _settle(
         self, watch: _Watch, status: PollStatus, error: VerifClientError | None, now: float
