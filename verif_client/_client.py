@@ -771,8 +771,8 @@ class VerificationClient:
         before_send: Callable[[], Awaitable[None]] | None,
     ) -> R:
         """One call, with its retries. What it raises is scrubbed of our
-        secrets here, before a hook sees it: network errors may quote what
-        the peer sent, too."""
+        secrets here, for every caller: network errors may quote what the
+        peer sent, too."""
         try:
             if running_loop() is not self._owner:
                 self._enter_loop()
