@@ -31,7 +31,7 @@ import select
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
@@ -73,7 +73,6 @@ class _Connection:
         "idle_since",
         "plain_fd",
         "poller",
-        "receive",
         "receiver",
         "stream",
     )
@@ -94,9 +93,6 @@ class _Connection:
         # On asyncio, answers are read (and over TLS, requests written) by a
         # protocol of ours on the socket's transport (see _receiver).
         self.receiver = receiver
-        self.receive: Callable[[int], Awaitable[bytes]] = (
-            stream.receive if self.receiver is None else self.receiver.receive
-        )
 
     async def close(self) -> None:
         if self.receiver is not None:
@@ -247,6 +243,9 @@ class ConnectionPool:
         answer: Answer | None = None
         deadline = self._now() + time_limit
         try:
+            # A call cancelled before its request is written must not take (and
+            # so destroy) a good idle connection with it: take the cancellation here.
+            await self._loop.checkpoint_if_cancelled()
             answer = await self._timed_attempt(
                 request, max_response_bytes, operation, attempt, deadline
             )
@@ -282,20 +281,35 @@ class ConnectionPool:
         await self._release(attempt.connection, self._now())
         return answer
 
-    async def _timed_attempt(
+    def _timed_attempt(
         self, request: HTTPRequest, cap: int, operation: str, attempt: _Attempt, deadline: float
-    ) -> Answer | None:
-        """One attempt, cut at ``deadline``: None if it was."""
-        # A call cancelled before its request is written must not take (and so
-        # destroy) a good idle connection with it: take the cancellation here.
-        await self._loop.checkpoint_if_cancelled()
+    ) -> Awaitable[Answer | None]:
+        """One attempt, cut at ``deadline``: None if it was.
+
+        A plain function choosing the attempt's coroutine: an attempt in
+        flight holds its chain of coroutines while it waits, and the garbage
+        collector walks every link of every one."""
         deadlines = self._deadlines
         if deadlines is not None:
             connection = self._take_ready()
             if connection is not None:
-                return await self._attempt_cut_by_receiver(
+                return self._attempt_cut_by_receiver(
                     connection, deadlines, request, cap, operation, attempt, deadline
                 )
+        return self._attempt_in_scope(request, cap, operation, attempt, deadline, deadlines)
+
+    async def _attempt_in_scope(
+        self,
+        request: HTTPRequest,
+        cap: int,
+        operation: str,
+        attempt: _Attempt,
+        deadline: float,
+        deadlines: Deadlines | None,
+    ) -> Answer | None:
+        """An attempt under a cancel scope: a connection to check out (or
+        open), or a stream of anyio's to read."""
+        if deadlines is not None:
             scope = self._loop.create_cancel_scope()
             if not deadlines.add(scope, deadline):
                 deadlines = None
@@ -370,11 +384,66 @@ class ConnectionPool:
         operation: str,
         attempt: _Attempt,
     ) -> Answer:
+        """Write the request and read its answer: one coroutine for both, the
+        only one below the attempt's while it waits."""
         attempt.connection = connection
         try:
-            data = self._request_bytes(connection.answer, request)
-            await _write(connection, data, attempt)
-            return await _read_answer(connection, cap, operation)
+            rest = _write(connection, self._request_bytes(connection.answer, request), attempt)
+            if rest:
+                await connection.stream.send(rest)
+            answer = connection.answer
+            receiver = connection.receiver
+            chunks = answer.chunks
+            body: CappedBody | None = None
+            # A request was just written on a connection with nothing left
+            # unread (new, or found clean by _reusable): read first.
+            while True:
+                try:
+                    if receiver is None:
+                        data = await connection.stream.receive(_READ_SIZE)
+                    else:
+                        taken = receiver.take()
+                        while taken is None:
+                            await receiver.arrival()
+                            taken = receiver.take()
+                        data = taken
+                except anyio.EndOfStream:
+                    data = b""
+                    if answer.headers is None:
+                        raise SendError(
+                            "RemoteProtocolError: Server disconnected without sending a response.",
+                            never_sent=False,
+                        ) from None
+                answer.feed(data)
+                if body is None:
+                    if answer.headers is None:
+                        continue
+                    encoding = ""
+                    for name, value in answer.headers:
+                        if name == b"content-length":
+                            check_declared_length(value.decode("latin-1"), cap, operation)
+                        elif name == b"content-encoding":
+                            encoding = value.decode("latin-1")
+                    body = CappedBody(encoding, cap, operation)
+                if chunks:
+                    for chunk in chunks:
+                        body.feed(chunk)
+                    chunks.clear()
+                if answer.complete:
+                    if receiver is not None:
+                        # Whatever comes now was never asked for.
+                        receiver.expecting = False
+                    head = answer.headers
+                    assert head is not None
+                    headers = [
+                        (name.decode("latin-1"), value.decode("latin-1")) for name, value in head
+                    ]
+                    return answer.status, headers, body.value()
+                if not data:  # pragma: no cover - both readers end or refuse at a close
+                    raise SendError(
+                        "RemoteProtocolError: Server disconnected without sending a response.",
+                        never_sent=False,
+                    )
         except BaseException:
             # Half-used, cancelled or refused: its state is unknown, so it is gone.
             self._busy.discard(connection)
@@ -528,8 +597,9 @@ class ConnectionPool:
             await connection.close()
 
 
-async def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> None:
-    """Write the whole request.
+def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
+    """Write the request, and return what is left of it for the stream's
+    send() (nothing, unless it goes through anyio's stream).
 
     Over plain TCP the request goes out with one write(2) on the socket the
     stream wraps: the stream's send() would add a cancellation check and a
@@ -557,61 +627,14 @@ async def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> Non
             sent = 0
         if sent == len(data):
             attempt.written = True
-            return
+            return b""
         data = data[sent:]
     attempt.written = True
     if connection.receiver is not None:
-        # Buffered by the transport: the answer's receive waits in its place.
+        # Buffered by the transport: the wait for the answer waits in its place.
         connection.receiver.write(data)
-    else:
-        await connection.stream.send(data)
-
-
-async def _read_answer(connection: _Connection, cap: int, operation: str) -> Answer:
-    answer = connection.answer
-    receive = connection.receive
-    chunks = answer.chunks
-    body: CappedBody | None = None
-    # A request was just written on a connection with nothing left unread
-    # (new, or found clean by _reusable): read first.
-    while True:
-        try:
-            data = await receive(_READ_SIZE)
-        except anyio.EndOfStream:
-            data = b""
-            if answer.headers is None:
-                raise SendError(
-                    "RemoteProtocolError: Server disconnected without sending a response.",
-                    never_sent=False,
-                ) from None
-        answer.feed(data)
-        if body is None:
-            if answer.headers is None:
-                continue
-            encoding = ""
-            for name, value in answer.headers:
-                if name == b"content-length":
-                    check_declared_length(value.decode("latin-1"), cap, operation)
-                elif name == b"content-encoding":
-                    encoding = value.decode("latin-1")
-            body = CappedBody(encoding, cap, operation)
-        if chunks:
-            for chunk in chunks:
-                body.feed(chunk)
-            chunks.clear()
-        if answer.complete:
-            if connection.receiver is not None:
-                # Whatever comes now was never asked for.
-                connection.receiver.expecting = False
-            head = answer.headers
-            assert head is not None
-            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in head]
-            return answer.status, headers, body.value()
-        if not data:  # pragma: no cover - both readers end or refuse at a close
-            raise SendError(
-                "RemoteProtocolError: Server disconnected without sending a response.",
-                never_sent=False,
-            )
+        return b""
+    return data  # for the stream to send
 
 
 def _reusable(connection: _Connection) -> bool:

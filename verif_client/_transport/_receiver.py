@@ -147,15 +147,17 @@ class AsyncioReceiver(asyncio.Protocol):
 
     # -- what the pool calls -----------------------------------------------
 
-    async def receive(self, max_bytes: int = 0) -> bytes:
-        """All bytes that arrived, waiting for some; the stream's receive() errors at the end.
+    def take(self) -> bytes | None:
+        """All bytes that arrived, or None if the caller must await
+        ``arrival()`` first; raises as a stream's receive() does at the end.
 
-        ``max_bytes`` is ignored: a chunk is already at most the transport's read size.
-        """
+        Two plain calls rather than one coroutine: the pool's exchange awaits
+        the future itself, one coroutine fewer held per answer awaited."""
+        self._waiter = None
         chunks = self._chunks
-        while not chunks:
-            if self._cut:
-                raise AttemptCut
+        if self._cut:
+            raise AttemptCut
+        if not chunks:
             if self._error is not None:
                 raise anyio.BrokenResourceError from self._error
             if self.closed_here:
@@ -164,15 +166,14 @@ class AsyncioReceiver(asyncio.Protocol):
                 # A TLS layer may report the peer's close as a lost connection
                 # without an end of file first (uvloop's does).
                 raise anyio.EndOfStream
-            waiter = self._waiter = self._loop.create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-        if self._cut:
-            raise AttemptCut
+            return None
         if len(chunks) == 1:
             return chunks.popleft()
         data = b"".join(chunks)
         chunks.clear()
         return data
+
+    def arrival(self) -> asyncio.Future[None]:
+        """A future done when bytes, the end or a cut come (see take)."""
+        waiter = self._waiter = self._loop.create_future()
+        return waiter
