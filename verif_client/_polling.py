@@ -37,6 +37,7 @@ still pending at ``policy.timeout``          TIMED_OUT
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import logging
@@ -69,6 +70,7 @@ from ._pollpolicy import (
 )
 from ._results import LocationResult, VerificationResult
 from ._retry import RetryPolicy
+from ._transport._deadlines import Deadlines
 
 if TYPE_CHECKING:
     from ._hooks import Dispatch
@@ -231,6 +233,12 @@ class PollStream(Generic[_O]):
         self._hooks = hooks
         self._now = loop_clock()
         self._backend = loop_backend()
+        # On asyncio the polls' deadlines share one timer (see _poll_in_a_row).
+        self._deadlines = (
+            Deadlines(asyncio.get_running_loop())
+            if self._backend.__name__ == "AsyncIOBackend"
+            else None
+        )
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)
@@ -414,30 +422,53 @@ class PollStream(Generic[_O]):
 
         A poll in flight (its retries and backoffs included) is cut at its
         id's deadline, and the id then ends TIMED_OUT, on time. One cancel
-        scope serves the polls in a row, its deadline moved to each id's in
-        turn: a scope of its own per poll cost a tenth of a poll's CPU on
-        asyncio, and its objects kept the garbage collector busy.
+        scope serves the polls in a row, cut at each id's deadline in turn:
+        a scope of its own per poll cost a tenth of a poll's CPU on asyncio,
+        and its objects kept the garbage collector busy. On asyncio the
+        shared deadlines cut it (a scope's own deadline, moved, is a timer
+        made and cancelled per poll); an id whose deadline comes before one
+        already kept (polled again, say) moves the scope's own.
         """
-        scope = self._backend.create_cancel_scope(deadline=watch.deadline)
+        scope = self._backend.create_cancel_scope()
+        deadlines = self._deadlines
+        own_deadline = False
         polls = 0
-        with scope:
-            while True:
-                await self._poll(watch)
-                polls += 1
-                if scope.cancel_called:
-                    # The deadline passed while the answer was being read:
-                    # that answer counts, and the next poll gets a fresh scope.
-                    return False
-                if polls == _POLLS_BETWEEN_YIELDS:
-                    return True
-                next_watch = self._next_due()
-                if next_watch is None:
-                    return False
-                watch = next_watch
-                scope.deadline = watch.deadline
+        try:
+            with scope:
+                while True:
+                    own_deadline = self._cut_at(scope, watch.deadline, own_deadline)
+                    await self._poll(watch)
+                    polls += 1
+                    if scope.cancel_called:
+                        # The deadline passed while the answer was being read:
+                        # that answer counts, and the next poll gets a fresh scope.
+                        return False
+                    if polls == _POLLS_BETWEEN_YIELDS:
+                        return True
+                    next_watch = self._next_due()
+                    if next_watch is None:
+                        return False
+                    watch = next_watch
+        finally:
+            if deadlines is not None:
+                deadlines.discard(scope)
         # Only a cut gets here: the scope took its cancellation.
         self._polled(watch, None, None, cut=True)
         return False
+
+    def _cut_at(self, scope: Any, deadline: float, own_deadline: bool) -> bool:
+        """Have ``scope`` cancelled at ``deadline``; True if by a timer of its own."""
+        deadlines = self._deadlines
+        if deadlines is not None:
+            deadlines.discard(scope)
+            # A deadline already past cuts at once, before a connection is
+            # taken, as a scope's own deadline does on entry.
+            if deadline > self._now() and deadlines.add(scope, deadline):
+                if own_deadline:
+                    scope.deadline = math.inf
+                return False
+        scope.deadline = deadline
+        return True
 
     async def _poll(self, watch: _Watch) -> None:
         """One poll: the call, with an unreadable answer asked again under
