@@ -278,7 +278,9 @@ class ConnectionPool:
         # Outside the deadline: the answer is whole, and returning the
         # connection (or closing it) must not turn it into a timeout.
         assert attempt.connection is not None
-        await self._release(attempt.connection, self._now())
+        retired = self._release(attempt.connection, self._now())
+        if retired is not None:
+            await retired.close()
         return answer
 
     def _timed_attempt(
@@ -293,9 +295,7 @@ class ConnectionPool:
         if deadlines is not None:
             connection = self._take_ready()
             if connection is not None:
-                return self._attempt_cut_by_receiver(
-                    connection, deadlines, request, cap, operation, attempt, deadline
-                )
+                return self._exchange(connection, request, cap, operation, attempt, deadline)
         return self._attempt_in_scope(request, cap, operation, attempt, deadline, deadlines)
 
     async def _attempt_in_scope(
@@ -325,38 +325,6 @@ class ConnectionPool:
             if deadlines is not None:
                 deadlines.discard(scope)
 
-    async def _attempt_cut_by_receiver(
-        self,
-        connection: _Connection,
-        deadlines: Deadlines,
-        request: HTTPRequest,
-        cap: int,
-        operation: str,
-        attempt: _Attempt,
-        deadline: float,
-    ) -> Answer | None:
-        """An attempt on a ready connection, on asyncio: no cancel scope.
-
-        Writing to the connection never waits here (a write(2), or the
-        transport's buffer for the rest), so the attempt's one wait is its
-        receiver's, and the deadline cuts that wait directly. A cancel scope's
-        entry, exit and timer cost a fifth of a poll's CPU on asyncio.
-        """
-        receiver = connection.receiver
-        assert receiver is not None
-        own_timer = None
-        if not deadlines.add(receiver, deadline):
-            own_timer = deadlines.loop.call_at(deadline, receiver.cancel)
-        try:
-            return await self._exchange(connection, request, cap, operation, attempt)
-        except AttemptCut:
-            return None
-        finally:
-            if own_timer is None:
-                deadlines.discard(receiver)
-            else:
-                own_timer.cancel()
-
     def _take_ready(self) -> _Connection | None:
         """The newest idle connection, if a request can go on it with no wait
         (fresh, untouched, read by a receiver); else None, and nothing taken:
@@ -383,16 +351,33 @@ class ConnectionPool:
         cap: int,
         operation: str,
         attempt: _Attempt,
-    ) -> Answer:
-        """Write the request and read its answer: one coroutine for both, the
-        only one below the attempt's while it waits."""
+        cut_at: float | None = None,
+    ) -> Answer | None:
+        """Write the request and read its answer: one coroutine for both.
+
+        With ``cut_at`` (a ready connection on asyncio, see _take_ready), the
+        attempt has no cancel scope and this is the only coroutine below
+        ``send`` while it waits: writing never waits here (a write(2), or the
+        transport's buffer for the rest), so the attempt's one wait is its
+        receiver's, and the shared deadlines cut that wait directly at
+        ``cut_at`` (None is returned then). A cancel scope's entry, exit and
+        timer cost a fifth of a poll's CPU on asyncio.
+        """
         attempt.connection = connection
+        receiver = connection.receiver
+        cut_by = None
+        own_timer = None
+        if cut_at is not None:
+            cut_by = self._deadlines
+            assert cut_by is not None
+            assert receiver is not None
+            if not cut_by.add(receiver, cut_at):
+                own_timer = cut_by.loop.call_at(cut_at, receiver.cancel)
         try:
             rest = _write(connection, self._request_bytes(connection.answer, request), attempt)
             if rest:
                 await connection.stream.send(rest)
             answer = connection.answer
-            receiver = connection.receiver
             chunks = answer.chunks
             body: CappedBody | None = None
             # A request was just written on a connection with nothing left
@@ -444,11 +429,18 @@ class ConnectionPool:
                         "RemoteProtocolError: Server disconnected without sending a response.",
                         never_sent=False,
                     )
-        except BaseException:
-            # Half-used, cancelled or refused: its state is unknown, so it is gone.
+        except BaseException as exc:
+            # Half-used, cancelled, cut or refused: its state is unknown, so it is gone.
             self._busy.discard(connection)
             await connection.close()
+            if isinstance(exc, AttemptCut):
+                return None
             raise
+        finally:
+            if own_timer is not None:
+                own_timer.cancel()
+            elif cut_by is not None:
+                cut_by.discard(receiver)
 
     def _request_bytes(self, answer: _parse.Reader, request: HTTPRequest) -> bytes:
         key = (request.method, request.path, request.headers)
@@ -572,18 +564,21 @@ class ConnectionPool:
             self._ssl = tls_context(self._verify, self._cert, self._trusted)
         return self._ssl
 
-    async def _release(self, connection: _Connection, now: float) -> None:
+    def _release(self, connection: _Connection, now: float) -> _Connection | None:
+        """Put a connection back after its answer; the connection to close,
+        if any: this one, or the oldest idle one, expired. (A plain function:
+        the close is awaited only when there is one, not a coroutine per call.)"""
         self._busy.discard(connection)
         if self._closed or len(self._idle) >= self._max_idle or not _reusable(connection):
-            await connection.close()
-            return
+            return connection
         connection.idle_since = now
         idle = self._idle
         idle.append(connection)
         # The stack's bottom is its oldest: expire one there per return, so
         # connections a shrinking load no longer needs do not stay open forever.
         if now - idle[0].idle_since >= self._expiry:
-            await idle.popleft().close()
+            return idle.popleft()
+        return None
 
     async def aclose(self) -> None:
         self._closed = True
