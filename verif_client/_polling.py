@@ -124,6 +124,7 @@ class CallOperation(Protocol):
 # workers the intake runs when polls wait (initial_delay > 0).
 _WATCHED_PER_WORKER: Final = 64
 _POLLS_BETWEEN_YIELDS: Final = 32
+_WORKERS_STARTED_AT_ONCE: Final = 32
 
 
 class PollKind(Generic[_O]):
@@ -341,8 +342,14 @@ class PollStream(Generic[_O]):
         async with anyio.create_task_group() as tg:
             if isinstance(source, AsyncIterable):
                 tg.start_soon(self._feed, source)
-            for _ in range(self._workers):
+            checkpoint = self._backend.checkpoint
+            for started in range(1, self._workers + 1):
                 tg.start_soon(self._worker, due_receive.clone())
+                if started % _WORKERS_STARTED_AT_ONCE == 0:
+                    # Each starts by taking an id and opening a connection: a
+                    # thousand at once make one event-loop pass of a third of a
+                    # second, which the first answers would wait behind.
+                    await checkpoint()
             due_receive.close()
             async with due_send:
                 await self._dispatch(due_send)

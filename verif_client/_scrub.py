@@ -10,6 +10,7 @@ of the error raised, which may also hold text from the network layer.
 
 from __future__ import annotations
 
+import functools
 import html.entities
 import re
 from collections.abc import Iterable
@@ -97,27 +98,36 @@ class Scrubber:
     def __init__(self, secrets: Iterable[str]) -> None:
         # Longest first: one secret may contain another.
         ordered = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
-        pattern = "|".join(_pattern(secret) for secret in ordered)
-        self._text = re.compile(pattern) if ordered else None
-        # Raw non-ASCII characters become their UTF-8 bytes, matched in sequence.
-        self._bytes = re.compile(pattern.encode("utf-8", "surrogatepass")) if ordered else None
+        # Compiled when first needed (see _text and _bytes): a secret's
+        # pattern takes tens of milliseconds to compile, which every client
+        # would pay at its start, and most never need it.
+        self._pattern = "|".join(_pattern(secret) for secret in ordered)
         # Every answer's texts pass here: a text with no character that starts
         # an encoding can hold a secret only raw, which `in` finds far sooner.
         self._raw = tuple(ordered)
         self._raw_bytes = tuple(secret.encode("utf-8", "surrogatepass") for secret in ordered)
 
     def __bool__(self) -> bool:
-        return self._text is not None
+        return bool(self._raw)
+
+    @functools.cached_property
+    def _text(self) -> re.Pattern[str]:
+        return re.compile(self._pattern)
+
+    @functools.cached_property
+    def _bytes(self) -> re.Pattern[bytes]:
+        # Raw non-ASCII characters become their UTF-8 bytes, matched in sequence.
+        return re.compile(self._pattern.encode("utf-8", "surrogatepass"))
 
     def body(self, body: bytes) -> bytes:
-        if self._bytes is None or (
+        if not self._raw or (
             _ENCODING_BYTES.search(body) is None and not any(s in body for s in self._raw_bytes)
         ):
             return body
         return self._bytes.sub(MASK.encode(), body)
 
     def text(self, text: str) -> str:
-        if self._text is None or (
+        if not self._raw or (
             _ENCODING.search(text) is None and not any(s in text for s in self._raw)
         ):
             return text
