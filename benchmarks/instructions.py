@@ -4,13 +4,13 @@ Wall-clock and CPU-time figures move with whatever else runs on a shared
 machine; instruction counts do not. ``python -m benchmarks.instructions``
 runs ``poll_verifications`` against the 50 ms ``latency_server`` (its own
 process, not under valgrind) with ``POOL`` connections, twice under
-``valgrind --tool=callgrind``: once with ``POOL + EXTRA`` ids (the pool
-opened, in turns, and warm) and once with ``POOL + 2 * EXTRA`` ids. The
-difference over ``EXTRA`` is what one more poll costs on a warm connection,
-the intake of its id included, start-up and connecting excluded. Needs
-valgrind on PATH.
+``valgrind --tool=callgrind``: once with ``WARM * POOL`` ids (the pool
+opened, 32 connections at a time, and warm) and once with ``WARM * POOL +
+EXTRA`` ids. The difference over ``EXTRA`` is what one more poll costs on a
+warm connection, the intake of its id included, start-up and connecting
+excluded. Needs valgrind on PATH.
 
-``python -m benchmarks.instructions --pools 1024,4096 --extra 2048 --loop asyncio``
+``python -m benchmarks.instructions --pools 1024,4096 --extra 2048 --warm 6 --loop asyncio``
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__)
     parser.add_argument("--pools", default="1024,4096", help="comma-separated pool sizes")
     parser.add_argument("--extra", type=int, default=2048, help="polls measured on warm pools")
+    parser.add_argument("--warm", type=int, default=6, help="polls before, in pools' worth")
     parser.add_argument("--loop", default="asyncio", choices=("asyncio", "uvloop"))
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -108,11 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---:|---|---:|")
     with latency_server.running(50, cpu=0) as info:
         for pool in (int(p) for p in args.pools.split(",")):
-            # Both runs first make pool + extra polls: the pool opens its
-            # connections in turns of 32 while answers already come back, so
-            # how many it opens is settled over those polls, not the first pool.
-            base = instructions(args.loop, pool, pool + args.extra, info["base_url"])
-            more = instructions(args.loop, pool, pool + 2 * args.extra, info["base_url"])
+            # Both runs first make --warm times pool polls: the pool opens its
+            # connections 32 at a time while answers already come back, and
+            # under callgrind a connection takes as long to open as several
+            # polls take, so the pool is whole only after several rounds.
+            warm = pool * args.warm
+            base = instructions(args.loop, pool, warm, info["base_url"])
+            more = instructions(args.loop, pool, warm + args.extra, info["base_url"])
             print(f"| {pool:,} | {args.loop} | {(more - base) / args.extra:,.0f} |", flush=True)
     return 0
 
