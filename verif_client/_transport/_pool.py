@@ -500,16 +500,20 @@ class ConnectionPool:
         return ("\r\n".join(lines) + "\r\n").encode("ascii")
 
     async def _checkout(self) -> _Connection:
-        kept = await self._kept()
-        if kept is not None:
-            return kept
+        idle = self._idle
+        if idle:
+            now = self._now()
+            while idle:
+                connection = idle.pop()
+                if self._fresh(connection, now):
+                    self._busy.add(connection)
+                    return connection
+                await connection.close()
         assert self._opening is not None
+        # No second look at the idle connections once this call's turn comes:
+        # one put back meanwhile is its caller's next (see _take_ready), and
+        # taking it would send that caller here, to wait for a turn in its place.
         async with self._opening:
-            # A connection may have come back while this call waited for its
-            # turn to open one: it goes on that one instead.
-            kept = await self._kept()
-            if kept is not None:
-                return kept
             connection = await self._connect()
         if self._closed:
             await connection.close()
@@ -526,20 +530,6 @@ class ConnectionPool:
             )
         self._busy.add(connection)
         return connection
-
-    async def _kept(self) -> _Connection | None:
-        """The newest idle connection that may carry a request, checked out;
-        those found stale on the way are closed."""
-        idle = self._idle
-        if idle:
-            now = self._now()
-            while idle:
-                connection = idle.pop()
-                if self._fresh(connection, now):
-                    self._busy.add(connection)
-                    return connection
-                await connection.close()
-        return None
 
     async def _connect(self) -> _Connection:
         try:
