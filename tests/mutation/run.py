@@ -115,6 +115,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_client_loops.py",
             "tests/test_client_cert.py",
             "tests/test_retry_after.py",
+            "tests/test_transport_handshake.py",
         ),
     ),
     "parse": (
