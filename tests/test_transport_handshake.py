@@ -10,6 +10,7 @@ sent, and a server that speaks before it was asked anything is not answering.
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
@@ -203,3 +204,24 @@ async def test_a_tls_server_that_speaks_first_gets_no_request(
     assert not isinstance(sms.value, vc.DeliveryUnknownError)
     assert requests == []
     assert connections == 2
+
+
+async def test_a_server_that_hangs_up_during_the_handshake_is_a_connect_error_naming_it(
+    certificates: Certificates,
+) -> None:
+    # asyncio's TLS layer reports this as a ConnectionResetError without
+    # words: the error's name is then what the caller reads. Nothing of the
+    # SMS left, so it is a plain transport error, not "delivery unknown".
+    async def hang_up(stream: anyio.abc.SocketStream) -> None:
+        await stream.receive()
+
+    async with (
+        tls_peer(hang_up) as port,
+        client(port, certificates, retry=vc.NO_RETRY) as c,
+    ):
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+            await send_sms(c)
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    reason = str(caught.value).partition(": ConnectError: ")[2]
+    eof = r"\[SSL: UNEXPECTED_EOF_WHILE_READING\] EOF occurred in violation of protocol \(.*\)"
+    assert re.fullmatch(rf"ConnectionResetError|{eof}", reason), reason

@@ -116,6 +116,9 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_client_cert.py",
             "tests/test_retry_after.py",
             "tests/test_transport_handshake.py",
+            "tests/test_transport_partial_writes.py",
+            "tests/test_proxy.py",
+            "tests/test_base_url.py",
         ),
     ),
     "parse": (
