@@ -26,7 +26,8 @@ import pytest
 from relsupport import PASSWORD, USER, WITH_UVLOOP, client_sockets_to, task_count, wait_for
 
 import verif_client as vc
-from verif_client._transport import _pool
+from verif_client._codec import HTTPRequest
+from verif_client._transport import SendError, _pool
 
 # The pool's answers read by llhttp and by h11 alike.
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("answer_parser")]
@@ -628,6 +629,8 @@ async def test_broken_framing_is_a_typed_transport_error(shape: str) -> None:
                 await send_sms(c)
     assert not isinstance(read_error.value, vc.DeliveryUnknownError)
     assert read_error.value.operation == "GetMobileConsentText"
+    # The parser's own words, which name what was wrong, reach the caller.
+    assert ": RemoteProtocolError: " in str(read_error.value)
 
 
 async def test_fifty_megabytes_close_delimited_are_refused_while_streaming() -> None:
@@ -796,3 +799,32 @@ async def test_an_answer_whose_head_arrives_in_pieces_is_read_whole() -> None:
     async with raw_server(slowly) as port, client(port, retry=vc.NO_RETRY) as c:
         with anyio.fail_after(GUARD):
             assert await c.get_mobile_consent_text() == "text"
+
+
+@pytest.mark.parametrize("peer", ["hang-up", "reset", "garbage"])
+async def test_attempts_that_fail_leave_no_connection_behind(peer: str) -> None:
+    # Each failed attempt ends its connection, and the pool keeps no hold on
+    # it: it counts no connection afterwards, and the kernel has none open.
+    async def fail(stream: anyio.abc.SocketStream) -> None:
+        if await Wire(stream).request() is None:
+            return
+        if peer == "reset":
+            sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        elif peer == "garbage":
+            await stream.send(BROKEN["not-http"])
+
+    request = HTTPRequest(method="GET", path="/", headers=(), body=b"")
+    async with raw_server(fail) as port:
+        pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}")
+        try:
+            with anyio.fail_after(GUARD):
+                for _ in range(3):
+                    with pytest.raises(SendError):
+                        await pool.send(
+                            request, time_limit=GUARD, max_response_bytes=1000, operation="X"
+                        )
+                assert pool.open_connections == 0
+                await wait_for(lambda: client_sockets_to(port) == 0, "every socket closed")
+        finally:
+            await pool.aclose()
