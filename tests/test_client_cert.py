@@ -121,6 +121,8 @@ async def test_no_certificate_for_a_server_that_wants_one_is_a_clear_error(
     # The handshake failed: no request reached the service, so a send is not in doubt.
     assert not isinstance(caught.value, vc.DeliveryUnknownError)
     assert "cert=" in str(caught.value)
+    # OpenSSL's own words for the server's alert follow, as the evidence.
+    assert "alert certificate required" in str(caught.value).partition("--client-cert): ")[2]
     assert sim.requests == []
 
 

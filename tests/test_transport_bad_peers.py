@@ -459,13 +459,15 @@ async def test_a_connection_the_server_closed_while_idle_is_never_used() -> None
     assert handle.served == [1, 1]
 
 
+@pytest.mark.parametrize("retried", [True, False], ids=["retried", "no-retry"])
 async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsewhere(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, retried: bool
 ) -> None:
     # The race no idle check can close: the peer resets the connection after
     # the check and before the write. write(2) then takes no byte, so the SMS
     # provably never left: it is sent once, on a fresh connection, not
-    # reported as "delivery unknown".
+    # reported as "delivery unknown". Without retries, the caller is told
+    # it was a write that failed.
     async def reset(stream: anyio.abc.ByteStream) -> None:
         # Closed with a reset (linger 0) when the handler returns.
         sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
@@ -480,15 +482,25 @@ async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsew
         checked.append(idle_check(connection))
         return True  # what the check saw before the reset came
 
-    async with raw_server(handle) as port, client(port, retry=FAST_RETRY) as c:
+    retry = FAST_RETRY if retried else vc.NO_RETRY
+    async with raw_server(handle) as port, client(port, retry=retry) as c:
         with anyio.fail_after(GUARD):
             assert (await send_sms(c)).request_id == 7
             (idle,) = c._connections._idle  # type: ignore[union-attr]
             await wait_for(lambda: not idle_check(idle), "the reset reached the client")
             monkeypatch.setattr(_pool, "_untouched", too_early)
-            assert (await send_sms(c)).request_id == 7
+            if retried:
+                assert (await send_sms(c)).request_id == 7
+            else:
+                with pytest.raises(vc.TransportError) as caught:
+                    await send_sms(c)
     assert checked == [False]
-    assert handle.served == [1, 1]
+    if retried:
+        assert handle.served == [1, 1]
+    else:
+        assert handle.served == [1]
+        assert not isinstance(caught.value, vc.DeliveryUnknownError)
+        assert ": WriteError: [Errno " in str(caught.value), caught.value
 
 
 async def test_a_call_cancelled_before_it_writes_sends_nothing_and_keeps_the_connection() -> None:
