@@ -642,7 +642,7 @@ async def test_broken_framing_is_a_typed_transport_error(shape: str) -> None:
     assert not isinstance(read_error.value, vc.DeliveryUnknownError)
     assert read_error.value.operation == "GetMobileConsentText"
     # The parser's own words, which name what was wrong, reach the caller.
-    assert ": RemoteProtocolError: " in str(read_error.value)
+    assert str(read_error.value).startswith("GetMobileConsentText: RemoteProtocolError: ")
 
 
 async def test_fifty_megabytes_close_delimited_are_refused_while_streaming() -> None:

@@ -18,7 +18,14 @@ from contextlib import asynccontextmanager, suppress
 import anyio
 import anyio.abc
 import pytest
-from proxysupport import Certificates
+from proxysupport import (
+    SERVICE,
+    Certificates,
+    ForwardProxy,
+    forward_proxy,
+    proxy_url,
+    without_proxy_variables,
+)
 from relsupport import PASSWORD, USER, WITH_UVLOOP
 from test_transport_bad_peers import GONE, GUARD, VERIFIED_TRUE, send_sms
 
@@ -128,6 +135,42 @@ async def test_a_handshake_that_never_finishes_is_a_connect_timeout(
         f"ConnectTimeout: no connection to 127.0.0.1:{port} within 0.3 s"
     )
     assert hellos == 1
+
+
+async def test_a_handshake_through_a_proxy_that_never_finishes_names_the_proxy(
+    certificates: Certificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tunnel opens, the service behind it never answers the ClientHello:
+    # the connect timeout says which way the connection went (never the
+    # proxy's password).
+    without_proxy_variables(monkeypatch)
+
+    async def silent(stream: anyio.abc.SocketStream) -> None:
+        await stream.receive()
+        await anyio.sleep_forever()
+
+    proxy = ForwardProxy()
+    async with (
+        tls_peer(silent) as port,
+        forward_proxy(proxy) as proxy_port,
+        vc.VerificationClient(
+            f"https://{SERVICE}:{port}",
+            username=USER,
+            password=PASSWORD,
+            verify=certificates.trusting(),
+            proxy=proxy_url(proxy_port),
+            timeout=0.3,
+            retry=vc.NO_RETRY,
+        ) as c,
+    ):
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+            await send_sms(c)
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert str(caught.value).endswith(
+        f"ConnectTimeout: no connection to {SERVICE}:{port} "
+        f"through the proxy http://127.0.0.1:{proxy_port} within 0.3 s"
+    )
+    assert proxy.tunnels == 1
 
 
 async def test_a_client_closed_while_it_connects_ends_the_call_as_never_sent(
