@@ -26,7 +26,7 @@ from proxysupport import (
     proxy_url,
     without_proxy_variables,
 )
-from relsupport import PASSWORD, USER, WITH_UVLOOP
+from relsupport import PASSWORD, USER, WITH_UVLOOP, error_of_a_call_closed_under
 from test_transport_bad_peers import GONE, GUARD, VERIFIED_TRUE, send_sms
 
 import verif_client as vc
@@ -193,23 +193,16 @@ async def test_a_client_closed_while_it_connects_ends_the_call_as_never_sent(
         while data := await server.receive():
             requests.append(data)
 
-    caught: list[vc.TransportError] = []
     async with tls_peer(held) as port:
         c = client(port, certificates, retry=vc.NO_RETRY)
 
-        async def call() -> None:
-            try:
-                await send_sms(c)
-            except vc.TransportError as exc:
-                caught.append(exc)
+        async def close() -> None:
+            await c.aclose()
+            closed.set()
 
-        with anyio.fail_after(GUARD):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(call)
-                await connecting.wait()
-                await c.aclose()
-                closed.set()
-    (error,) = caught
+        error = await error_of_a_call_closed_under(
+            lambda: send_sms(c), connecting, close, vc.TransportError, GUARD
+        )
     assert not isinstance(error, vc.DeliveryUnknownError)
     assert str(error).endswith("ConnectError: the client was closed")
     assert requests == []
