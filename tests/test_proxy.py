@@ -196,8 +196,13 @@ async def test_a_proxy_nobody_listens_on_is_a_proxy_error() -> None:
     async with raw_server(drain) as port:
         pass  # the port is free again: nobody listens there
     async with client(f"https://{SERVICE}", proxy=proxy_url(port)) as c:
-        with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError, match="cannot connect"):
+        with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError) as caught:
             await c.get_mobile_consent_text()
+    # The proxy as host and port (never its password), and anyio's words for the refusal.
+    assert caught.value.proxy == f"http://127.0.0.1:{port}"
+    assert str(caught.value).endswith(
+        f"cannot connect to the proxy http://127.0.0.1:{port}: All connection attempts failed"
+    )
 
 
 async def test_a_tunnel_closed_mid_request_leaves_a_send_delivery_unknown(

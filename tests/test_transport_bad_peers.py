@@ -840,3 +840,13 @@ async def test_attempts_that_fail_leave_no_connection_behind(peer: str) -> None:
                 await wait_for(lambda: client_sockets_to(port) == 0, "every socket closed")
         finally:
             await pool.aclose()
+
+
+async def test_a_port_nobody_listens_on_fails_an_sms_as_never_sent() -> None:
+    async with raw_server(answering_then_closing(b"")) as port:
+        pass  # the port is free again: nobody listens there
+    async with client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+            await send_sms(c)
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert str(caught.value).endswith(": ConnectError: All connection attempts failed")
