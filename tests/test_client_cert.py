@@ -210,4 +210,5 @@ async def test_a_tls_1_2_server_wanting_a_certificate_is_a_clear_error_too(
                     await c.send_confirmation_sms("5125550100", "Is this you?")
     assert not isinstance(caught.value, vc.DeliveryUnknownError)
     assert "client certificate" in str(caught.value)
+    assert "alert handshake failure" in str(caught.value).partition("--client-cert): ")[2]
     assert sim.requests == []
