@@ -385,3 +385,24 @@ async def test_a_base_url_with_credentials_and_a_path_gives_the_host_and_target_
     assert lines[0] == b"POST /svcX/verificationservices/v5/InquiriesWS-5-8.asmx HTTP/1.1"
     assert b"Host: 127.0.0.1:%d" % port in lines
     assert b"Authorization: Basic dXNlcjpwQHNz" in lines  # user:p@ss
+
+
+async def test_a_base_url_with_a_user_and_no_password_sends_basic_with_an_empty_password(
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext
+) -> None:
+    heads: list[bytes] = []
+
+    async def handle(stream: anyio.abc.ByteStream) -> None:
+        request = await Wire(stream).request()
+        if request is not None:
+            heads.append(request.partition(b"\r\n\r\n")[0])
+            await stream.send(NOT_VERIFIED)
+
+    async with tls_server(certificate, handle) as url:
+        port = int(url.rpartition(":")[2])
+        with_user = f"https://ops%40acme@127.0.0.1:{port}"
+        async with vc.VerificationClient(with_user, verify=trusting, retry=vc.NO_RETRY) as client:
+            with anyio.fail_after(GUARD):
+                assert (await client.has_been_verified(4294967297)).verified is False
+    (head,) = heads
+    assert b"Authorization: Basic b3BzQGFjbWU6" in head.split(b"\r\n")  # ops@acme:
