@@ -415,3 +415,14 @@ async def test_the_environment_is_read_at_construction_only(
         monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")  # nobody listens there
         async with c:
             assert await c.get_mobile_consent_text() == sim.consent_text
+
+
+async def test_an_https_base_url_without_a_port_tunnels_to_port_443(
+    proxy: ForwardProxy, proxy_port: int
+) -> None:
+    proxy.refuse = b"403 Forbidden"
+    async with client(f"https://{SERVICE}", proxy=proxy_url(proxy_port), retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError):
+            await c.get_mobile_consent_text()
+    (head,) = proxy.heads
+    assert head.split(b"\r\n")[0] == f"CONNECT {SERVICE}:443 HTTP/1.1".encode()
