@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
+from anyio.streams.tls import TLSListener
 from proxysupport import (
     PROXY_PASSWORD,
     PROXY_USER,
@@ -26,7 +27,7 @@ from proxysupport import (
     without_proxy_variables,
 )
 from relsupport import PASSWORD, USER, WITH_UVLOOP, drain
-from test_transport_bad_peers import GUARD, Wire, http_response, raw_server
+from test_transport_bad_peers import GUARD, NOT_VERIFIED, Wire, http_response, raw_server
 
 import verif_client as vc
 from verif_client._transport._proxy import choose_proxy
@@ -426,3 +427,30 @@ async def test_an_https_base_url_without_a_port_tunnels_to_port_443(
             await c.get_mobile_consent_text()
     (head,) = proxy.heads
     assert head.split(b"\r\n")[0] == f"CONNECT {SERVICE}:443 HTTP/1.1".encode()
+
+
+async def test_the_service_behind_a_tunnel_never_gets_the_proxy_credentials(
+    certificates: Certificates, proxy: ForwardProxy, proxy_port: int
+) -> None:
+    heads: list[bytes] = []
+
+    async def service(stream: anyio.abc.ByteStream) -> None:
+        request = await Wire(stream).request()
+        if request is not None:
+            heads.append(request.partition(b"\r\n\r\n")[0])
+            await stream.send(NOT_VERIFIED)
+
+    tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+    listener = TLSListener(tcp, certificates.server_context(), standard_compatible=False)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, service)
+        url = f"https://{SERVICE}:{port}"
+        options = {"verify": certificates.trusting(), "retry": vc.NO_RETRY}
+        async with client(url, proxy=proxy_url(proxy_port), **options) as c:
+            with anyio.fail_after(GUARD):
+                assert (await c.has_been_verified(4294967297)).verified is False
+        tg.cancel_scope.cancel()
+    (head,) = heads
+    assert b"proxy-authorization" not in head.lower()
+    assert proxy.tunnels == 1
