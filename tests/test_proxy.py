@@ -418,15 +418,18 @@ async def test_the_environment_is_read_at_construction_only(
             assert await c.get_mobile_consent_text() == sim.consent_text
 
 
+@pytest.mark.parametrize("host", [SERVICE, "[::1]"])
 async def test_an_https_base_url_without_a_port_tunnels_to_port_443(
-    proxy: ForwardProxy, proxy_port: int
+    proxy: ForwardProxy, proxy_port: int, host: str
 ) -> None:
+    # An IPv6 address keeps its brackets in the CONNECT target (the proxy
+    # refuses here, so nothing is dialled).
     proxy.refuse = b"403 Forbidden"
-    async with client(f"https://{SERVICE}", proxy=proxy_url(proxy_port), retry=vc.NO_RETRY) as c:
+    async with client(f"https://{host}", proxy=proxy_url(proxy_port), retry=vc.NO_RETRY) as c:
         with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError):
             await c.get_mobile_consent_text()
     (head,) = proxy.heads
-    assert head.split(b"\r\n")[0] == f"CONNECT {SERVICE}:443 HTTP/1.1".encode()
+    assert head.split(b"\r\n")[0] == f"CONNECT {host}:443 HTTP/1.1".encode()
 
 
 async def test_the_service_behind_a_tunnel_never_gets_the_proxy_credentials(
