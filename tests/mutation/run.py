@@ -139,6 +139,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     "journal": ("verif_client/bulk/_sqlite.py", BULK_TESTS),
     "outcomes": ("verif_client/bulk/_outcomes.py", BULK_TESTS),
     "job": ("verif_client/bulk/_job.py", BULK_TESTS),
+    "runner": ("verif_client/bulk/_runner.py", BULK_TESTS),
 }
 
 STATUSES = ("killed", "survived", "no tests", "timeout", "suspicious", "skipped", "segfault")
