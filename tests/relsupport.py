@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -41,6 +41,7 @@ WITH_UVLOOP = ["asyncio", UVLOOP, "trio"]
 FAST_RETRY = vc.RetryPolicy(attempts=8, initial_backoff=0.001, max_backoff=0.004, deadline=10)
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 SEND = "SecureLink_Confirmation_SendRequestViaSms"
+E = TypeVar("E", bound=BaseException)
 
 
 async def read_body(receive: Any) -> bytes:
@@ -119,6 +120,31 @@ async def wait_for(condition: Callable[[], bool], what: str, limit: float = 30.0
         while not condition():  # noqa: ASYNC110 (another thread or process owns it)
             await anyio.sleep(0.005)
     assert condition(), what
+
+
+async def error_of_a_call_closed_under(
+    call: Callable[[], Awaitable[object]],
+    ready: anyio.Event,
+    close: Callable[[], Awaitable[None]],
+    error: type[E],
+    limit: float = 15.0,
+) -> E:
+    """The ``error`` a call in flight ends with when ``close`` runs once ``ready`` is set."""
+    caught: list[E] = []
+
+    async def run() -> None:
+        try:
+            await call()
+        except error as exc:
+            caught.append(exc)
+
+    with anyio.fail_after(limit):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await ready.wait()
+            await close()
+    (exc,) = caught
+    return exc
 
 
 class HoldingService:

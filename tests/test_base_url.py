@@ -58,3 +58,28 @@ def test_a_base_url_naming_something_else_is_refused_at_construction(base_url: s
 def test_a_custom_endpoint_path_is_recognised_too() -> None:
     client = vc.VerificationClient("http://h/svc/Other.asmx", endpoint_path="/svc/Other.asmx")
     assert client.base_url == "http://h"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("base_url", "problem"),
+    [
+        ("http://127.0.0.1:99999", "InvalidURL: Port out of range 0-65535"),
+        (
+            "ftp://127.0.0.1",
+            "UnsupportedProtocol: base_url 'ftp://127.0.0.1' must start with http:// or https://",
+        ),
+        ("http://:80", "InvalidURL: base_url 'http://:80' names no host"),
+    ],
+)
+async def test_a_base_url_no_connection_can_be_made_to_fails_an_sms_as_never_sent(
+    base_url: str, problem: str
+) -> None:
+    # Accepted at construction, refused by the connection pool before any
+    # connection: an SMS is a plain transport error naming the problem, never
+    # "delivery unknown".
+    async with vc.VerificationClient(base_url, retry=vc.NO_RETRY, **LOGIN) as client:
+        with pytest.raises(vc.TransportError) as caught:
+            await client.send_confirmation_sms("5125550100", "Is this you?")
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert str(caught.value) == f"SecureLink_Confirmation_SendRequestViaSms: {problem}"

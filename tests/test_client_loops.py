@@ -33,6 +33,8 @@ class _Counting(socketserver.ThreadingTCPServer):
         self.lock = threading.Lock()
         self.connections = 0
         self.requests = 0
+        # Requests past this many are read and never answered.
+        self.answered_at_most = 1 << 30
 
 
 class _Answering(socketserver.BaseRequestHandler):
@@ -64,7 +66,9 @@ class _Answering(socketserver.BaseRequestHandler):
             buffer = buffer[length:]
             with self.server.lock:
                 self.server.requests += 1
-            self.request.sendall(SMS_SENT)
+                answer = self.server.requests <= self.server.answered_at_most
+            if answer:
+                self.request.sendall(SMS_SENT)
 
 
 @pytest.fixture
@@ -113,3 +117,23 @@ def test_a_client_closed_from_another_loop_closes_without_touching_the_dead_one(
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(_send(client))
     assert server.requests == 1
+
+
+def test_a_second_event_loop_cuts_its_attempts_at_their_own_deadlines(server: _Counting) -> None:
+    # On asyncio the attempts' deadlines share a timer bound to the loop: the
+    # second loop's must run on the second loop, or nothing ever cuts a call
+    # the server leaves unanswered there.
+    server.answered_at_most = 1
+    client = vc.VerificationClient(
+        f"http://127.0.0.1:{server.server_address[1]}",
+        username="u",
+        password="Loop-Pa55-word",
+        timeout=0.5,
+        retry=vc.NO_RETRY,
+    )
+    assert asyncio.run(_send(client)).request_id == 7
+    with pytest.raises(vc.DeliveryUnknownError) as caught:
+        asyncio.run(asyncio.wait_for(_send(client), 15))
+    assert "Timeout: no complete answer within 0.5 s" in str(caught.value)
+    asyncio.run(client.aclose())
+    assert server.requests == 2

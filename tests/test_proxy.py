@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
+from anyio.streams.tls import TLSListener
 from proxysupport import (
     PROXY_PASSWORD,
     PROXY_USER,
@@ -26,7 +27,7 @@ from proxysupport import (
     without_proxy_variables,
 )
 from relsupport import PASSWORD, USER, WITH_UVLOOP, drain
-from test_transport_bad_peers import GUARD, Wire, http_response, raw_server
+from test_transport_bad_peers import GUARD, NOT_VERIFIED, Wire, http_response, raw_server
 
 import verif_client as vc
 from verif_client._transport._proxy import choose_proxy
@@ -196,8 +197,13 @@ async def test_a_proxy_nobody_listens_on_is_a_proxy_error() -> None:
     async with raw_server(drain) as port:
         pass  # the port is free again: nobody listens there
     async with client(f"https://{SERVICE}", proxy=proxy_url(port)) as c:
-        with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError, match="cannot connect"):
+        with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError) as caught:
             await c.get_mobile_consent_text()
+    # The proxy as host and port (never its password), and anyio's words for the refusal.
+    assert caught.value.proxy == f"http://127.0.0.1:{port}"
+    assert str(caught.value).endswith(
+        f"cannot connect to the proxy http://127.0.0.1:{port}: All connection attempts failed"
+    )
 
 
 async def test_a_tunnel_closed_mid_request_leaves_a_send_delivery_unknown(
@@ -410,3 +416,44 @@ async def test_the_environment_is_read_at_construction_only(
         monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")  # nobody listens there
         async with c:
             assert await c.get_mobile_consent_text() == sim.consent_text
+
+
+@pytest.mark.parametrize("host", [SERVICE, "[::1]"])
+async def test_an_https_base_url_without_a_port_tunnels_to_port_443(
+    proxy: ForwardProxy, proxy_port: int, host: str
+) -> None:
+    # An IPv6 address keeps its brackets in the CONNECT target (the proxy
+    # refuses here, so nothing is dialled).
+    proxy.refuse = b"403 Forbidden"
+    async with client(f"https://{host}", proxy=proxy_url(proxy_port), retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError):
+            await c.get_mobile_consent_text()
+    (head,) = proxy.heads
+    assert head.split(b"\r\n")[0] == f"CONNECT {host}:443 HTTP/1.1".encode()
+
+
+async def test_the_service_behind_a_tunnel_never_gets_the_proxy_credentials(
+    certificates: Certificates, proxy: ForwardProxy, proxy_port: int
+) -> None:
+    heads: list[bytes] = []
+
+    async def service(stream: anyio.abc.ByteStream) -> None:
+        request = await Wire(stream).request()
+        if request is not None:
+            heads.append(request.partition(b"\r\n\r\n")[0])
+            await stream.send(NOT_VERIFIED)
+
+    tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+    listener = TLSListener(tcp, certificates.server_context(), standard_compatible=False)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, service)
+        url = f"https://{SERVICE}:{port}"
+        options = {"verify": certificates.trusting(), "retry": vc.NO_RETRY}
+        async with client(url, proxy=proxy_url(proxy_port), **options) as c:
+            with anyio.fail_after(GUARD):
+                assert (await c.has_been_verified(4294967297)).verified is False
+        tg.cancel_scope.cancel()
+    (head,) = heads
+    assert b"proxy-authorization" not in head.lower()
+    assert proxy.tunnels == 1

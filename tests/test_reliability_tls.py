@@ -358,12 +358,19 @@ async def test_an_sms_whose_connection_is_reset_after_it_went_out_over_tls_is_de
     assert requests == 1
 
 
+@pytest.mark.parametrize(
+    ("userinfo", "token"),
+    [
+        ("user:p@ss", b"dXNlcjpwQHNz"),  # user:p@ss
+        ("ops%40acme", b"b3BzQGFjbWU6"),  # ops@acme: (a user and no password)
+    ],
+)
 async def test_a_base_url_with_credentials_and_a_path_gives_the_host_and_target_alone(
-    certificate: tuple[Path, Path], trusting: ssl.SSLContext
+    certificate: tuple[Path, Path], trusting: ssl.SSLContext, userinfo: str, token: bytes
 ) -> None:
-    # Credentials in an https:// URL go as HTTP Basic, never into the Host
-    # header (an "@" in the password included), and the URL's path prefixes
-    # the target.
+    # Credentials in an https:// URL go as HTTP Basic (an empty password when
+    # none is given), never into the Host header (an "@" in the password
+    # included), and the URL's path prefixes the target.
     heads: list[bytes] = []
 
     async def handle(stream: anyio.abc.ByteStream) -> None:
@@ -374,7 +381,7 @@ async def test_a_base_url_with_credentials_and_a_path_gives_the_host_and_target_
 
     async with tls_server(certificate, handle) as url:
         port = int(url.rpartition(":")[2])
-        with_credentials = f"https://user:p@ss@127.0.0.1:{port}/svcX/"
+        with_credentials = f"https://{userinfo}@127.0.0.1:{port}/svcX/"
         async with vc.VerificationClient(
             with_credentials, verify=trusting, retry=vc.NO_RETRY
         ) as client:
@@ -384,4 +391,4 @@ async def test_a_base_url_with_credentials_and_a_path_gives_the_host_and_target_
     lines = head.split(b"\r\n")
     assert lines[0] == b"POST /svcX/verificationservices/v5/InquiriesWS-5-8.asmx HTTP/1.1"
     assert b"Host: 127.0.0.1:%d" % port in lines
-    assert b"Authorization: Basic dXNlcjpwQHNz" in lines  # user:p@ss
+    assert b"Authorization: Basic " + token in lines

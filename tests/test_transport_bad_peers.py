@@ -26,7 +26,8 @@ import pytest
 from relsupport import PASSWORD, USER, WITH_UVLOOP, client_sockets_to, task_count, wait_for
 
 import verif_client as vc
-from verif_client._transport import _pool
+from verif_client._codec import HTTPRequest
+from verif_client._transport import SendError, _pool
 
 # The pool's answers read by llhttp and by h11 alike.
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("answer_parser")]
@@ -458,13 +459,15 @@ async def test_a_connection_the_server_closed_while_idle_is_never_used() -> None
     assert handle.served == [1, 1]
 
 
+@pytest.mark.parametrize("retried", [True, False], ids=["retried", "no-retry"])
 async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsewhere(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, retried: bool
 ) -> None:
     # The race no idle check can close: the peer resets the connection after
     # the check and before the write. write(2) then takes no byte, so the SMS
     # provably never left: it is sent once, on a fresh connection, not
-    # reported as "delivery unknown".
+    # reported as "delivery unknown". Without retries, the caller is told
+    # it was a write that failed.
     async def reset(stream: anyio.abc.ByteStream) -> None:
         # Closed with a reset (linger 0) when the handler returns.
         sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
@@ -479,15 +482,25 @@ async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsew
         checked.append(idle_check(connection))
         return True  # what the check saw before the reset came
 
-    async with raw_server(handle) as port, client(port, retry=FAST_RETRY) as c:
+    retry = FAST_RETRY if retried else vc.NO_RETRY
+    async with raw_server(handle) as port, client(port, retry=retry) as c:
         with anyio.fail_after(GUARD):
             assert (await send_sms(c)).request_id == 7
             (idle,) = c._connections._idle  # type: ignore[union-attr]
             await wait_for(lambda: not idle_check(idle), "the reset reached the client")
             monkeypatch.setattr(_pool, "_untouched", too_early)
-            assert (await send_sms(c)).request_id == 7
+            if retried:
+                assert (await send_sms(c)).request_id == 7
+            else:
+                with pytest.raises(vc.TransportError) as caught:
+                    await send_sms(c)
     assert checked == [False]
-    assert handle.served == [1, 1]
+    if retried:
+        assert handle.served == [1, 1]
+    else:
+        assert handle.served == [1]
+        assert not isinstance(caught.value, vc.DeliveryUnknownError)
+        assert ": WriteError: [Errno " in str(caught.value), caught.value
 
 
 async def test_a_call_cancelled_before_it_writes_sends_nothing_and_keeps_the_connection() -> None:
@@ -628,6 +641,8 @@ async def test_broken_framing_is_a_typed_transport_error(shape: str) -> None:
                 await send_sms(c)
     assert not isinstance(read_error.value, vc.DeliveryUnknownError)
     assert read_error.value.operation == "GetMobileConsentText"
+    # The parser's own words, which name what was wrong, reach the caller.
+    assert str(read_error.value).startswith("GetMobileConsentText: RemoteProtocolError: ")
 
 
 async def test_fifty_megabytes_close_delimited_are_refused_while_streaming() -> None:
@@ -796,3 +811,42 @@ async def test_an_answer_whose_head_arrives_in_pieces_is_read_whole() -> None:
     async with raw_server(slowly) as port, client(port, retry=vc.NO_RETRY) as c:
         with anyio.fail_after(GUARD):
             assert await c.get_mobile_consent_text() == "text"
+
+
+@pytest.mark.parametrize("peer", ["hang-up", "reset", "garbage"])
+async def test_attempts_that_fail_leave_no_connection_behind(peer: str) -> None:
+    # Each failed attempt ends its connection, and the pool keeps no hold on
+    # it: it counts no connection afterwards, and the kernel has none open.
+    async def fail(stream: anyio.abc.SocketStream) -> None:
+        if await Wire(stream).request() is None:
+            return
+        if peer == "reset":
+            sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        elif peer == "garbage":
+            await stream.send(BROKEN["not-http"])
+
+    request = HTTPRequest(method="GET", path="/", headers=(), body=b"")
+    async with raw_server(fail) as port:
+        pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}")
+        try:
+            with anyio.fail_after(GUARD):
+                for _ in range(3):
+                    with pytest.raises(SendError):
+                        await pool.send(
+                            request, time_limit=GUARD, max_response_bytes=1000, operation="X"
+                        )
+                assert pool.open_connections == 0
+                await wait_for(lambda: client_sockets_to(port) == 0, "every socket closed")
+        finally:
+            await pool.aclose()
+
+
+async def test_a_port_nobody_listens_on_fails_an_sms_as_never_sent() -> None:
+    async with raw_server(answering_then_closing(b"")) as port:
+        pass  # the port is free again: nobody listens there
+    async with client(port, retry=vc.NO_RETRY) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+            await send_sms(c)
+    assert not isinstance(caught.value, vc.DeliveryUnknownError)
+    assert str(caught.value).endswith(": ConnectError: All connection attempts failed")

@@ -115,6 +115,10 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_client_loops.py",
             "tests/test_client_cert.py",
             "tests/test_retry_after.py",
+            "tests/test_transport_handshake.py",
+            "tests/test_transport_partial_writes.py",
+            "tests/test_proxy.py",
+            "tests/test_base_url.py",
         ),
     ),
     "parse": (
@@ -135,6 +139,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     "journal": ("verif_client/bulk/_sqlite.py", BULK_TESTS),
     "outcomes": ("verif_client/bulk/_outcomes.py", BULK_TESTS),
     "job": ("verif_client/bulk/_job.py", BULK_TESTS),
+    "runner": ("verif_client/bulk/_runner.py", BULK_TESTS),
 }
 
 STATUSES = ("killed", "survived", "no tests", "timeout", "suspicious", "skipped", "segfault")

@@ -266,7 +266,7 @@ class ConnectionPool:
             kind = "ReadError" if attempt.written else "WriteError"
             raise SendError(f"{kind}: {reason}", never_sent=not attempt.written) from None
         except Exception as exc:
-            if not attempt.written or isinstance(exc, VerifClientError):
+            if not attempt.written or isinstance(exc, VerifClientError | SendError):
                 raise  # a bug before anything left, or our own typed answer
             # Whatever failed once bytes left, the service may have the
             # request: the caller must hear "delivery unknown", not a foreign error.

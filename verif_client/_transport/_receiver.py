@@ -103,6 +103,16 @@ class AsyncioReceiver(asyncio.Protocol):
             raise anyio.BrokenResourceError
         # Writes, closes and the unsent count go through the TLS layer now.
         self._transport = tls
+        # uvloop hands over what came in with the handshake's last flight one
+        # loop pass after the handshake returns: take it in here, so that a
+        # server that spoke (or closed) before it was asked anything is seen.
+        await asyncio.sleep(0)
+        if self._error is not None:
+            raise anyio.BrokenResourceError from self._error  # a TLS alert: its words
+        if self.stray:
+            raise anyio.BrokenResourceError(
+                "the server sent bytes (or closed) before it was asked anything"
+            )
 
     def write(self, data: bytes) -> None:
         self._transport.write(data)
