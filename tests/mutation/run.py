@@ -119,6 +119,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_transport_partial_writes.py",
             "tests/test_proxy.py",
             "tests/test_base_url.py",
+            "tests/test_pool_opening.py",
         ),
     ),
     "parse": (
