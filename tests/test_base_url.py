@@ -3,6 +3,8 @@ names something else is refused when the client is built, naming base_url."""
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 import pytest
 
@@ -83,3 +85,19 @@ async def test_a_base_url_no_connection_can_be_made_to_fails_an_sms_as_never_sen
             await client.send_confirmation_sms("5125550100", "Is this you?")
     assert not isinstance(caught.value, vc.DeliveryUnknownError)
     assert str(caught.value) == f"SecureLink_Confirmation_SendRequestViaSms: {problem}"
+
+
+@pytest.mark.anyio
+async def test_an_http_url_without_a_port_is_dialled_on_port_80() -> None:
+    """The default port is the scheme's: 80 for http (443 for https), never another."""
+    simulator = Simulator()
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            server = await stack.enter_async_context(serve(simulator, port=80))
+        except OSError as exc:  # not root, or port 80 taken on this machine
+            pytest.skip(f"port 80 cannot be listened on here: {exc}")
+        client = await stack.enter_async_context(vc.VerificationClient("http://127.0.0.1", **LOGIN))
+        assert server.port == 80
+        assert await client.get_mobile_consent_text()
+    (call,) = simulator.calls()
+    assert call.status == 200
