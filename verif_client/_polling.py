@@ -633,11 +633,16 @@ async def poll(
         stream._source = iter(request_ids)
         if not keep_open:
             stream._input_open = False
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(stream._run, request_ids)
-        try:
-            yield stream
-        finally:
-            tg.cancel_scope.cancel()
-            if hooks is not None:
-                hooks.poll_run_ended(stream)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stream._run, request_ids)
+            try:
+                yield stream
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        # Once every worker is gone: a poll whose answer came just as the
+        # run was cancelled is recorded before the ids left are closed, and
+        # nothing follows the run's end.
+        if hooks is not None:
+            hooks.poll_run_ended(stream)
