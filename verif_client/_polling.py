@@ -37,7 +37,6 @@ still pending at ``policy.timeout``          TIMED_OUT
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import logging
@@ -70,7 +69,7 @@ from ._pollpolicy import (
 )
 from ._results import LocationResult, VerificationResult
 from ._retry import RetryPolicy
-from ._transport._deadlines import Deadlines
+from ._transport._deadlines import deadlines_for
 
 if TYPE_CHECKING:
     from ._hooks import Dispatch
@@ -235,11 +234,7 @@ class PollStream(Generic[_O]):
         self._now = loop_clock()
         self._backend = loop_backend()
         # On asyncio the polls' deadlines share one timer (see _poll_in_a_row).
-        self._deadlines = (
-            Deadlines(asyncio.get_running_loop())
-            if self._backend.__name__ == "AsyncIOBackend"
-            else None
-        )
+        self._deadlines = deadlines_for(self._backend)
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)

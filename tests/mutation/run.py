@@ -133,7 +133,11 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "deadlines": (
         "verif_client/_transport/_deadlines.py",
-        ("tests/test_transport_deadlines.py", "tests/test_transport_bad_peers.py"),
+        (
+            "tests/test_transport_deadlines.py",
+            "tests/test_transport_bad_peers.py",
+            "tests/test_client_loops.py",
+        ),
     ),
     # The bulk job's row states: which state a row goes to (and from), at a crash, a resume,
     # a failed send, an answer; the CLI's own tests run in subprocesses, out of mutmut's sight.

@@ -21,6 +21,15 @@ from collections import OrderedDict
 from typing import Any
 
 
+def deadlines_for(backend: Any, kept: Deadlines | None = None) -> Deadlines | None:
+    """The running asyncio loop's shared deadlines (``kept``, if of this loop);
+    None on trio, whose cancel scopes cost no timer object of their own."""
+    if backend.__name__ != "AsyncIOBackend":
+        return None
+    loop = asyncio.get_running_loop()
+    return kept if kept is not None and kept.loop is loop else Deadlines(loop)
+
+
 class Deadlines:
     """Cancel scopes to cancel at their deadlines, kept in deadline order."""
 

@@ -45,7 +45,7 @@ from .._errors import VerifClientError
 from .._inflate import ACCEPT_ENCODING
 from . import Answer, SendError, _parse
 from ._body import CappedBody, check_declared_length
-from ._deadlines import Deadlines
+from ._deadlines import Deadlines, deadlines_for
 from ._proxy import Proxy, ProxyRefused, open_tunnel
 from ._receiver import AsyncioReceiver, AttemptCut
 from ._tls import ClientCert, certificate_refused, tls_context
@@ -232,7 +232,7 @@ class ConnectionPool:
         self._owner = owner
         self._loop = loop_backend()
         self._now = loop_clock()
-        self._deadlines = _deadlines_for(self._loop, self._deadlines)
+        self._deadlines = deadlines_for(self._loop, self._deadlines)
         self._opening = anyio.Semaphore(_OPENING_AT_ONCE)
 
     @property
@@ -700,16 +700,6 @@ def _read_ahead(stream: object) -> bool:
             or getattr(protocol, "is_at_eof", False)
             or getattr(protocol, "exception", None) is not None
         )
-
-
-def _deadlines_for(backend: Any, kept: Deadlines | None) -> Deadlines | None:
-    """The running asyncio loop's shared deadlines (those kept, if of this loop); None on trio."""
-    if backend.__name__ != "AsyncIOBackend":
-        return None
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    return kept if kept is not None and kept.loop is loop else Deadlines(loop)
 
 
 def _reason(exc: BaseException) -> str:
