@@ -1,13 +1,18 @@
 """A near remote service: a minimal asyncio Protocol server in its own process.
 
 ``python -m benchmarks.latency_server DELAY_MS CPU [LOOP]`` answers every request
-(any path) with the same canned SOAP 1.1 HasBeenVerified ``true`` after
-DELAY_MS milliseconds, prints its port as one JSON line and serves until stdin
+(any path but one) with the same canned SOAP 1.1 HasBeenVerified ``true``
+after DELAY_MS milliseconds, prints its port as one JSON line and serves until stdin
 closes. It does as little as a server can (find the end of each request, one
 timer, one write), so the client's cost is what the benchmark sees. Pinned to
 CPU ``CPU`` (when the machine has it), away from the client; on uvloop when
 LOOP is ``uvloop``, so that a client's thousands of requests per second are
 not held back by the server.
+
+``GET /first-request`` answers at once with the ``time.monotonic()`` (one clock
+for every process of the machine) at which the first request since the last
+such question arrived whole, or ``null``: when a client's first request left,
+seen from outside the client.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sys
+import time
 from contextlib import AbstractContextManager
-from typing import Any, cast
+from typing import Any, Final, cast
+from urllib.parse import urlsplit
 
 from verif_client import Binding, VerificationResult
 
@@ -31,6 +39,11 @@ def canned_response() -> bytes:
         b"HTTP/1.1 200 OK\r\nContent-Type: text/xml; charset=utf-8\r\nContent-Length: %d\r\n\r\n%s"
         % (len(body), body)
     )
+
+
+_FIRST_REQUEST: Final = b"get /first-request "
+# When the first request since the last /first-request question arrived.
+_first_arrival: list[float | None] = [None]
 
 
 class _Answering(asyncio.Protocol):
@@ -59,7 +72,22 @@ class _Answering(asyncio.Protocol):
             if len(self.buffer) < end + 4 + length:
                 return
             self.buffer = self.buffer[end + 4 + length :]
+            if head.startswith(_FIRST_REQUEST):
+                self._tell_first_arrival()
+                continue
+            if _first_arrival[0] is None:
+                _first_arrival[0] = time.monotonic()
             loop.call_later(self.delay, self.reply)
+
+    def _tell_first_arrival(self) -> None:
+        body = json.dumps(_first_arrival[0]).encode()
+        _first_arrival[0] = None
+        if self.transport is not None:
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                % (len(body), body)
+            )
+            self.transport.close()
 
     def reply(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -76,6 +104,19 @@ async def _main(delay: float) -> None:
     print(json.dumps({"base_url": f"http://127.0.0.1:{port}"}), flush=True)
     await loop.run_in_executor(None, sys.stdin.read)
     server.close()
+
+
+def first_arrival(base_url: str) -> float | None:
+    """When the first request since the last call arrived (``time.monotonic()``),
+    or None; from then on, the next request is the first."""
+    host, port = urlsplit(base_url).netloc.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as peer:
+        peer.sendall(b"GET /first-request HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := peer.recv(4096):
+            answer += chunk
+    value = json.loads(answer.partition(b"\r\n\r\n")[2])
+    return None if value is None else float(value)
 
 
 def pin(cpu: int) -> bool:

@@ -283,9 +283,13 @@ def child(
     latency_server.pin(1)
     contender = CONTENDERS[name][0]
 
+    if stop:
+        latency_server.first_arrival(base_url)  # forget the runs before this one
+
     async def main() -> dict[str, Any]:
         stats = Stats(stop)
         began_wall, began_cpu = time.perf_counter(), time.process_time()
+        began_monotonic = time.monotonic()
         task = asyncio.ensure_future(
             contender(base_url, pool, range(FIRST_ID, FIRST_ID + ids), stats)
         )
@@ -321,9 +325,15 @@ def child(
             requests=done,
             first_answer_ms=None if stats.first_at is None else (stats.first_at - began_wall) * 1e3,
         )
+        figures["began_monotonic"] = began_monotonic
         return figures
 
-    return run_on(loop, main)
+    figures = run_on(loop, main)
+    began = figures.pop("began_monotonic")
+    if stop:
+        arrived = latency_server.first_arrival(base_url)
+        figures["first_request_ms"] = None if arrived is None else (arrived - began) * 1e3
+    return figures
 
 
 # -- the section --------------------------------------------------------------
@@ -397,7 +407,12 @@ def run(report: Report, settings: Settings) -> None:
             runs = [one(CLIENT, "asyncio", intake_pool, count, stop) for _ in range(repeats)]
             intake[str(count)] = {
                 key: _median([r[key] for r in runs])
-                for key in ("cpu_us_per_request", "first_answer_ms", "requests_per_s")
+                for key in (
+                    "cpu_us_per_request",
+                    "first_request_ms",
+                    "first_answer_ms",
+                    "requests_per_s",
+                )
             }
     report.figures["cpu_per_poll"] = {"pools": figures, "intake": intake}
     shape = (ids, intake_pool, stop, warm, window, repeats)
@@ -458,13 +473,24 @@ def _tables(
     report.table(
         f"9b. The intake: poll_verifications with {intake_pool:,} connections, CPU from the "
         f"start to the {stop:,}th outcome",
-        ["ids in the iterable", "CPU µs/outcome", "first outcome after (ms)"],
         [
-            [f"{int(count):,}", _fmt(f["cpu_us_per_request"]), _fmt(f["first_answer_ms"])]
+            "ids in the iterable",
+            "CPU µs/outcome",
+            "first request at the server after (ms)",
+            "first outcome after (ms)",
+        ],
+        [
+            [
+                f"{int(count):,}",
+                _fmt(f["cpu_us_per_request"]),
+                _fmt(f["first_request_ms"]),
+                _fmt(f["first_answer_ms"]),
+            ]
             for count, f in intake.items()
         ],
-        f"The server answers after {LATENCY_MS} ms: a first outcome at about {LATENCY_MS} ms "
-        "means the first poll left at once.",
+        "From the start of the contender (the client made, its modules imported on first use). "
+        "The server notes when the first request arrived whole (one monotonic clock for both "
+        f"processes); it answers after {LATENCY_MS} ms.",
     )
     _targets(report, figures, intake)
 
@@ -524,11 +550,11 @@ def _targets(
         cost is not None and cost <= 1.1,
         f"{_fmt(cost, '.2f')}x",
     )
-    first = large["first_answer_ms"]
+    first = large["first_request_ms"]
     report.target(
-        f"intake: the first poll leaves within 50 ms (first outcome <= {LATENCY_MS + 50} ms)",
-        first is not None and first <= LATENCY_MS + 50,
-        f"{_fmt(first, ',.0f')} ms",
+        "intake: the first poll leaves within 50 ms (arrives at the server within 50 ms)",
+        first is not None and first <= 50,
+        f"{_fmt(first, ',.0f')} ms (first outcome after {_fmt(large['first_answer_ms'])} ms)",
     )
 
 
