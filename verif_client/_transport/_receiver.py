@@ -17,7 +17,10 @@ While an answer is awaited, every wake-up takes all that arrived, and the
 transport reads at most one chunk per event-loop pass, so at most a chunk or
 two is ever held here; the body's size cap applies as it is fed to h11.
 
-anyio stays in charge of connecting and closing; on trio, or with a stream
+The pool opens its direct connections with this protocol from the start
+(the loop's own ``create_connection``: no anyio stream, no stream objects
+per connection); through a proxy, anyio connects, the tunnel is opened
+through its stream, and this protocol takes over. On trio, or with a stream
 this does not recognise, the pool reads through the anyio stream as before.
 """
 
@@ -74,8 +77,10 @@ class AsyncioReceiver(asyncio.Protocol):
         transport.resume_reading()
         return receiver
 
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
+    def __init__(self, transport: asyncio.Transport | None = None) -> None:
+        """With ``transport``, for take_over; without, as the protocol factory
+        of the loop's create_connection (connection_made gives it)."""
+        self._transport: Any = transport
         self._loop = asyncio.get_running_loop()
         self._chunks: deque[bytes] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -120,9 +125,17 @@ class AsyncioReceiver(asyncio.Protocol):
     @property
     def unsent(self) -> bool:
         """Part of the request still waits in the transport's buffer."""
-        return self._transport.get_write_buffer_size() > 0
+        return bool(self._transport.get_write_buffer_size() > 0)
+
+    def abort(self) -> None:
+        """Close the connection at once, as ours (see closed_here)."""
+        self.closed_here = True
+        self._transport.abort()
 
     # -- asyncio.Protocol ------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
 
     def data_received(self, data: bytes) -> None:
         if not self.expecting:
