@@ -1,10 +1,11 @@
-"""The default connection layer: an HTTP/1.1 pool over anyio streams.
+"""The default connection layer: an HTTP/1.1 pool.
 
 Answers are parsed by llhttp when httptools (the ``speedups`` extra) is
 installed, by h11 otherwise, with the same defences either way (see _parse).
 
-anyio connects and closes; on asyncio the answers are read by a protocol of
-ours on the stream's transport (see _receiver), on trio through the stream.
+On asyncio a direct connection is the loop's own, with a protocol of ours
+reading the answers (see _receiver); through a proxy anyio connects and that
+protocol takes over its stream's transport. On trio, anyio's streams.
 
 Why our own: httpx 0.28's pool rescans, and polls the socket of, every pooled
 connection on every request, so its cost grows with its size; here checkout
