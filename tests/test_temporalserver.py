@@ -9,6 +9,7 @@ reservation's TIME_WAIT does not keep out.
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import subprocess
@@ -71,6 +72,19 @@ def temporal(binary: str, server: DevServer, *args: str) -> Any:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("other", [HOST, "0.0.0.0"])
+def test_a_reserved_port_is_kept_from_other_binds_but_not_from_the_server(other: str) -> None:
+    port = reserve_port()
+    # A plain bind is refused: so is a bind to port 0, which checks the same, stricter.
+    with socket.socket() as plain, pytest.raises(OSError, match="in use") as refused:
+        plain.bind((other, port))
+    assert refused.value.errno == errno.EADDRINUSE
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((HOST, port))
+        server.listen()
 
 
 def test_a_port_taken_at_the_first_start_moves_the_server(
