@@ -7,6 +7,7 @@ import contextlib
 
 import httpx
 import pytest
+from relsupport import WITH_UVLOOP
 
 import verif_client as vc
 from verif_client.simulator import Simulator, serve
@@ -101,3 +102,19 @@ async def test_an_http_url_without_a_port_is_dialled_on_port_80() -> None:
         assert await client.get_mobile_consent_text()
     (call,) = simulator.calls()
     assert call.status == 200
+
+
+@pytest.mark.parametrize("anyio_backend", WITH_UVLOOP)
+@pytest.mark.anyio
+async def test_a_host_name_is_resolved_and_dialled_on_every_event_loop() -> None:
+    """On asyncio the loop's own connection (happy eyeballs asked for), on
+    uvloop anyio's for a name (uvloop's cannot try a name's addresses in
+    turn), on trio anyio's: each must reach the service by its name."""
+    simulator = Simulator()
+    async with (
+        serve(simulator) as server,
+        vc.VerificationClient(f"http://localhost:{server.port}", **LOGIN) as client,
+    ):
+        for _ in range(2):  # the second on the kept connection
+            assert await client.get_mobile_consent_text()
+    assert [call.status for call in simulator.calls()] == [200, 200]

@@ -24,8 +24,10 @@ What a bad peer cannot do to it:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import ipaddress
 import os
 import re
 import select
@@ -235,6 +237,9 @@ class ConnectionPool:
         # On asyncio, the attempts' deadlines share one timer (see _deadlines).
         self._deadlines: Deadlines | None = None
         self._opening: anyio.Semaphore | None = None  # made on the loop (see _adopt)
+        # Whether the loop's own create_connection opens connections (see _connect).
+        self._direct = False
+        self._eyeballs: float | None = None
 
     def _adopt(self, owner: object) -> None:
         """Bind the pool to the running event loop. Connections of another
@@ -248,6 +253,7 @@ class ConnectionPool:
         self._loop = loop_backend()
         self._now = loop_clock()
         self._deadlines = deadlines_for(self._loop, self._deadlines)
+        self._direct, self._eyeballs = _direct_connect(self._deadlines, self._proxy, self._dial[0])
         self._opening = anyio.Semaphore(_OPENING_AT_ONCE)
 
     @property
@@ -552,12 +558,17 @@ class ConnectionPool:
         stream: anyio.abc.ByteStream | None = None
         receiver: AsyncioReceiver | None = None
         try:
-            if self._deadlines is not None and self._proxy is None:
+            if self._deadlines is not None and self._direct:
                 # asyncio: the loop's own connection with our protocol from
                 # the start, a few hundred µs and some thirty objects less per
                 # connection than anyio's stream over it (see _receiver).
-                transport, receiver = await self._deadlines.loop.create_connection(
-                    AsyncioReceiver, *self._dial
+                loop, (host, port) = self._deadlines.loop, self._dial
+                transport, receiver = await (
+                    loop.create_connection(AsyncioReceiver, host, port)
+                    if self._eyeballs is None
+                    else loop.create_connection(
+                        AsyncioReceiver, host, port, happy_eyeballs_delay=self._eyeballs
+                    )
                 )
                 fd = transport.get_extra_info("socket").fileno()
                 _read_in_heap_sized_chunks(transport)
@@ -736,6 +747,27 @@ def _read_ahead(stream: object) -> bool:
             or getattr(protocol, "is_at_eof", False)
             or getattr(protocol, "exception", None) is not None
         )
+
+
+def _direct_connect(
+    deadlines: Deadlines | None, proxy: Proxy | None, host: str
+) -> tuple[bool, float | None]:
+    """Whether the loop's own create_connection opens connections, and its
+    happy-eyeballs delay. anyio connects on trio, through a proxy (the tunnel
+    goes through anyio's stream), and on uvloop for a name to resolve: a name
+    may have several addresses, and anyio tries the next one 250 ms after the
+    first (happy eyeballs), not once the first timed out (the whole attempt's
+    time, for a peer that drops the SYN); asyncio's loop does the same when
+    asked, uvloop's cannot."""
+    if deadlines is None or proxy is not None:
+        return False, None
+    if isinstance(deadlines.loop, asyncio.BaseEventLoop):
+        return True, 0.25
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False, None
+    return True, None
 
 
 def _reason(exc: BaseException) -> str:
