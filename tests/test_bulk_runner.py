@@ -317,10 +317,14 @@ async def test_an_sms_refused_with_429_is_sent_again_and_its_row_verified(
     assert any(rate is not None for rate in seen)
 
 
-async def test_a_429_while_the_job_stops_fails_the_row_it_refused(where: dict[str, str]) -> None:
+async def test_a_row_refused_with_429_as_the_job_stops_is_queued_for_the_next_run(
+    where: dict[str, str],
+) -> None:
+    # A 429 is refused, not processed: the row is not failed (a plain rerun
+    # would leave it unsent), it waits in the queue as the rows not yet sent do.
     stopper = bulk.Stopper()
 
-    async def refuse_and_stop(operation: str, _number: int, send: Any) -> bool:
+    async def stop_and_refuse(operation: str, _number: int, send: Any) -> bool:
         if operation != SEND:
             return False
         stopper.request()
@@ -330,11 +334,24 @@ async def test_a_429_while_the_job_stops_fails_the_row_it_refused(where: dict[st
         return True
 
     sim = simulator()
-    async with client(watched(sim, refuse_and_stop)) as c:
-        counts = await bulk.run_job(c, **where, data=DATA, options=options(), stopper=stopper)
-    assert counted(counts) == {"failed": 1, "queued": 3}
-    reason = read_rows(Path(where["output"]))[2]["reason"]
-    assert "HTTP 429" in reason
+    seen: list[Counter[str]] = []
+    async with client(watched(sim, stop_and_refuse)) as c:
+        counts = await bulk.run_job(
+            c,
+            **where,
+            data=DATA,
+            options=options(),
+            stopper=stopper,
+            on_progress=lambda progress: seen.append(Counter(progress.states)),
+        )
+    assert counted(counts) == {"queued": 4}
+    assert +seen[-1] == Counter({"queued": 4})
+    assert sim.secure_links == []
+    assert (await anyio.Path(where["output"]).read_text()) == ""
+    async with client(sim) as c:
+        counts = await bulk.run_job(c, **where, options=options())
+    assert counted(counts) == {"verified": 4}
+    assert [link.phone_number for link in sim.secure_links] == NUMBERS
 
 
 async def test_a_service_nobody_can_reach_stops_the_job_with_its_rows_queued(
