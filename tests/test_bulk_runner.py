@@ -171,7 +171,7 @@ async def test_a_stop_lets_the_sms_in_flight_be_recorded_and_leaves_the_rest_que
     assert read_rows(Path(where["output"]))[2]["request_id"] == FIRST_ID
 
 
-async def test_a_stop_cancels_the_sends_still_waiting_for_their_turn(
+async def test_a_stop_leaves_the_sends_still_waiting_for_a_connection_unsent(
     where: dict[str, str],
 ) -> None:
     sim = simulator()
