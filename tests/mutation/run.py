@@ -34,6 +34,7 @@ BULK_TESTS: tuple[str, ...] = (
     "tests/test_journal.py",
     "tests/test_bulk_api.py",
     "tests/test_bulk_states.py",
+    "tests/test_bulk_runner.py",
     "tests/test_poll_dialects.py::test_bulk_run_on_the_bool_shape_gives_verified_rows",
     "tests/test_poll_dialects.py::test_bulk_run_on_the_nil_shape_with_a_decline_gives_declined",
 )

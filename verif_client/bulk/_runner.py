@@ -301,6 +301,12 @@ class _Run:
                     self.progress.move(RowState.SENDING, RowState.QUEUED)
                 self._stop_job(why, exc)
                 return
+            if isinstance(exc, HTTPStatusError) and exc.status_code == 429:
+                # Refused, not processed, as the job stops (the only 429 raised
+                # here): queued again for a later run, never failed.
+                self.journal.requeue(row.line)
+                self.progress.move(RowState.SENDING, RowState.QUEUED)
+                return
             if not written:
                 # Failed before the request was handed over: it never left.
                 self.journal.mark_sending(row.line)
