@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -57,6 +58,32 @@ async def read_body(receive: Any) -> bytes:
 async def drain(receive: Any) -> None:
     while (await receive()).get("more_body"):
         pass
+
+
+def request_id_rewritten(app: ASGIApp, asks: bytes, request_id: int) -> ASGIApp:
+    """``app``, but the answer to a request whose body contains ``asks`` carries
+    ``request_id`` as its SecureLinkRequestId (a service that gives ids wrongly)."""
+
+    async def rewritten(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        body = await read_body(receive)
+
+        async def again() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def rewrite(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body" and asks in body:
+                given = b"<SecureLinkRequestId>%d<" % request_id
+                message = {
+                    **message,
+                    "body": re.sub(rb"<SecureLinkRequestId>\d+<", given, message["body"]),
+                }
+            await send(message)
+
+        return await app(scope, again, rewrite)
+
+    return rewritten
 
 
 def fixed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> ASGIApp:

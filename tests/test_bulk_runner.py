@@ -25,7 +25,7 @@ import anyio.lowlevel
 import attrs
 import httpx
 import pytest
-from relsupport import ASGIApp, read_body
+from relsupport import ASGIApp, read_body, request_id_rewritten
 
 import verif_client as vc
 from verif_client import bulk
@@ -544,29 +544,8 @@ async def test_the_output_is_utf8_as_written_and_as_rebuilt_whatever_the_locale(
 async def test_an_sms_the_service_answers_with_request_id_0_fails_its_row(
     where: dict[str, str],
 ) -> None:
-    sim = simulator()
-
-    async def id_0_for_the_first_number(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        # The service took the call but gave no request id, and no message.
-        if scope["type"] != "http":
-            return await sim(scope, receive, send)
-        body = await read_body(receive)
-
-        async def again() -> dict[str, Any]:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def rewrite(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.body" and f">{NUMBERS[0]}<".encode() in body:
-                message = {
-                    **message,
-                    "body": re.sub(
-                        rb"<SecureLinkRequestId>\d+<", b"<SecureLinkRequestId>0<", message["body"]
-                    ),
-                }
-            await send(message)
-
-        return await sim(scope, again, rewrite)
-
+    # The service took the first number's call but gave no request id, and no message.
+    id_0_for_the_first_number = request_id_rewritten(simulator(), f">{NUMBERS[0]}<".encode(), 0)
     async with client(id_0_for_the_first_number) as c:
         counts = await bulk.run_job(c, **where, data=DATA, options=options())
     assert counted(counts) == {"failed": 1, "verified": 3}

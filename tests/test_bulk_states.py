@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from relsupport import ASGIApp, read_body
+from relsupport import ASGIApp, read_body, request_id_rewritten
 
 import verif_client as vc
 from verif_client import bulk
@@ -364,31 +364,8 @@ async def test_a_rerun_names_the_same_input_or_none_and_a_different_one_is_refus
 async def test_a_request_id_the_service_gives_twice_never_answers_the_second_row(
     where: dict[str, str],
 ) -> None:
-    sim = simulator()
-
-    async def same_id(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        # Every SMS is answered with the first request's id.
-        if scope["type"] != "http":
-            return await sim(scope, receive, send)
-        body = await read_body(receive)
-
-        async def again() -> dict[str, Any]:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def rewrite(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.body" and SEND.encode() in body:
-                message = {
-                    **message,
-                    "body": re.sub(
-                        rb"<SecureLinkRequestId>\d+<",
-                        b"<SecureLinkRequestId>%d<" % FIRST_ID,
-                        message["body"],
-                    ),
-                }
-            await send(message)
-
-        return await sim(scope, again, rewrite)
-
+    # Every SMS is answered with the first request's id.
+    same_id = request_id_rewritten(simulator(), SEND.encode(), FIRST_ID)
     data = b"phone_number\n5550001111\n5550002222\n"
     async with client(same_id) as c:
         counts = await bulk.run_job(c, **where, data=data, options=options())
