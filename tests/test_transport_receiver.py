@@ -17,6 +17,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import pytest
+from proxysupport import ForwardProxy, forward_proxy, proxy_url
 from relsupport import UVLOOP, WITH_UVLOOP, error_of_a_call_closed_under, wait_for
 from test_transport_bad_peers import (
     FAST_RETRY,
@@ -33,6 +34,7 @@ from test_transport_bad_peers import (
 import verif_client as vc
 from verif_client._codec import HTTPRequest
 from verif_client._transport import SendError, _pool
+from verif_client._transport._proxy import Proxy
 from verif_client._transport._receiver import AsyncioReceiver
 
 # The pool's answers read by llhttp and by h11 alike.
@@ -178,9 +180,13 @@ async def test_an_answer_before_the_whole_request_was_read_retires_the_connectio
     assert connections == 2
 
 
-async def test_a_connection_closed_by_the_pool_fails_a_waiting_call_as_closed() -> None:
+@pytest.mark.parametrize("through", ["direct", "a proxy"])
+async def test_a_connection_closed_by_the_pool_fails_a_waiting_call_as_closed(
+    through: str,
+) -> None:
     # aclose() while an answer is awaited: the waiting call ends with the
-    # client's words for it, on both read paths.
+    # client's words for it, on both read paths, and on the connections
+    # both ways open (the loop's own, or anyio's taken over, through a proxy).
     waiting = anyio.Event()
 
     async def never_answer(stream: anyio.abc.SocketStream) -> None:
@@ -188,8 +194,9 @@ async def test_a_connection_closed_by_the_pool_fails_a_waiting_call_as_closed() 
         waiting.set()
         await anyio.sleep_forever()
 
-    async with raw_server(never_answer) as port:
-        pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}")
+    async with raw_server(never_answer) as port, forward_proxy(ForwardProxy()) as proxy_port:
+        proxy = None if through == "direct" else Proxy(proxy_url(proxy_port))
+        pool = _pool.ConnectionPool(f"http://127.0.0.1:{port}", proxy=proxy)
         request = HTTPRequest(method="GET", path="/", headers=(), body=b"")
 
         async def call() -> object:
