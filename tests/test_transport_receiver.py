@@ -71,24 +71,29 @@ async def test_the_read_path_is_ours_on_asyncio_and_the_stream_on_trio(
         assert c._connections.open_connections == 1  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "127.0.0.1 through a proxy"])
 async def test_who_opens_a_connection_on_each_event_loop(
     anyio_backend: object, anyio_backend_name: str, host: str
 ) -> None:
     # The loop's own connection (no anyio stream) is cheaper to open and to
     # keep; anyio opens it where the loop's cannot do what anyio does: on
-    # trio, and on uvloop for a name (no happy eyeballs there). A silent
-    # fall-back would keep every other test green: the choice is asserted here.
-    async with raw_server(_answering) as port:
-        pool = _pool.ConnectionPool(f"http://{host}:{port}")
+    # trio, through a proxy (the tunnel), and on uvloop for a name (no happy
+    # eyeballs there); on asyncio our protocol then takes anyio's over. A
+    # silent fall-back would keep every other test green: it is asserted here.
+    host, _, through = host.partition(" through a ")
+    async with raw_server(_answering) as port, forward_proxy(ForwardProxy()) as proxy_port:
+        proxy = Proxy(proxy_url(proxy_port)) if through else None
+        pool = _pool.ConnectionPool(f"http://{host}:{port}", proxy=proxy)
         request = HTTPRequest(method="GET", path="/", headers=(), body=b"")
         try:
             with anyio.fail_after(GUARD):
                 await pool.send(request, time_limit=GUARD, max_response_bytes=1000, operation="X")
             (connection,) = pool._idle
+            on_asyncio = anyio_backend_name == "asyncio"
             on_uvloop = isinstance(anyio_backend, tuple)  # ("asyncio", {"use_uvloop": True})
-            loops_own = anyio_backend_name == "asyncio" and (host == "127.0.0.1" or not on_uvloop)
+            loops_own = on_asyncio and not through and (host == "127.0.0.1" or not on_uvloop)
             assert (connection.stream is None) is loops_own
+            assert isinstance(connection.receiver, AsyncioReceiver) is on_asyncio
         finally:
             await pool.aclose()
 
