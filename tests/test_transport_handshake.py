@@ -26,7 +26,14 @@ from proxysupport import (
     proxy_url,
     without_proxy_variables,
 )
-from relsupport import PASSWORD, USER, WITH_UVLOOP, error_of_a_call_closed_under
+from relsupport import (
+    PASSWORD,
+    USER,
+    WITH_UVLOOP,
+    client_sockets_to,
+    error_of_a_call_closed_under,
+    wait_for,
+)
 from test_transport_bad_peers import GONE, GUARD, VERIFIED_TRUE, send_sms
 
 import verif_client as vc
@@ -234,6 +241,9 @@ async def test_a_tls_server_that_speaks_first_gets_no_request(
             await c.has_been_verified(4294967297)
         with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as sms:
             await send_sms(c)
+        # Refused before the pool ever held them: closed there and then, not
+        # left for the garbage collector (the client's close never sees them).
+        await wait_for(lambda: client_sockets_to(port) == 0, "both refused connections closed")
     message = "the server sent bytes (or closed) before it was asked anything"
     assert message in str(caught.value)
     assert message in str(sms.value)
