@@ -58,6 +58,26 @@ def simulator(**script: Any) -> Simulator:
     return Simulator(config=SimulatorConfig(script=Script(**{"pending_polls": 1, **script})))
 
 
+class SmsesHeldTogether:
+    """A ``watched`` hook: each SMS waits until ``count`` are in flight at once,
+    and ``then`` runs as the last one arrives, before any is let go."""
+
+    def __init__(self, count: int, then: Callable[[], object] = lambda: None) -> None:
+        self.count = count
+        self.then = then
+        self.arrived = 0
+        self._all_in = anyio.Event()
+
+    async def __call__(self, operation: str, _number: int, _send: Any) -> bool:
+        if operation == SEND:
+            self.arrived += 1
+            if self.arrived == self.count:
+                self.then()
+                self._all_in.set()
+            await self._all_in.wait()
+        return False
+
+
 def client(app: ASGIApp, binding: vc.Binding = vc.Binding.SOAP11) -> vc.VerificationClient:
     return vc.VerificationClient(
         "http://simulator",
@@ -176,21 +196,9 @@ async def test_a_stop_leaves_the_sends_still_waiting_for_a_connection_unsent(
 ) -> None:
     sim = simulator()
     stopper = bulk.Stopper()
-    arrived = 0
-    all_in = anyio.Event()
-
-    async def stop_once_two_are_in(operation: str, _number: int, _send: Any) -> bool:
-        # Two SMSes in flight at once; the other two rows wait for a slot of
-        # the client's two connections.
-        nonlocal arrived
-        if operation == SEND:
-            arrived += 1
-            if arrived == 2:
-                stopper.request()
-                all_in.set()
-            await all_in.wait()
-        return False
-
+    # Two SMSes in flight at once; the other two rows wait for a slot of
+    # the client's two connections.
+    stop_once_two_are_in = SmsesHeldTogether(2, then=stopper.request)
     app = watched(sim, stop_once_two_are_in)
     async with vc.VerificationClient(
         "http://simulator",
@@ -205,7 +213,7 @@ async def test_a_stop_leaves_the_sends_still_waiting_for_a_connection_unsent(
             c, **where, data=DATA, options=options(concurrency=4), stopper=stopper
         )
     assert counted(counts) == {"sent": 2, "queued": 2}
-    assert arrived == 2
+    assert stop_once_two_are_in.arrived == 2
 
 
 async def test_a_second_stop_ends_the_run_at_once_and_the_sms_in_flight_is_unknown(
@@ -377,18 +385,7 @@ async def test_refused_credentials_stop_every_sms_in_flight_with_its_row_queued(
     sim = Simulator(
         credentials=("user", "other"), config=SimulatorConfig(script=Script(pending_polls=1))
     )
-    arrived = 0
-    all_in = anyio.Event()
-
-    async def hold_until_three_are_in(operation: str, _number: int, _send: Any) -> bool:
-        nonlocal arrived
-        if operation == SEND:
-            arrived += 1
-            if arrived == 3:
-                all_in.set()
-            await all_in.wait()
-        return False
-
+    hold_until_three_are_in = SmsesHeldTogether(3)
     seen: list[Counter[str]] = []
     async with client(watched(sim, hold_until_three_are_in)) as c:
         with pytest.raises(bulk.JobStoppedError) as stopped:
@@ -404,7 +401,7 @@ async def test_refused_credentials_stop_every_sms_in_flight_with_its_row_queued(
         str(stopped.value),
     ), str(stopped.value)
     # The three in flight met the same refusal: all queued again, none unknown.
-    assert arrived == 3
+    assert hold_until_three_are_in.arrived == 3
     assert counted(await journal_counts(where["journal"])) == {"queued": 4}
     assert +seen[-1] == Counter({"queued": 4})
 
