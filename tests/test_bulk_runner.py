@@ -78,6 +78,20 @@ class SmsesHeldTogether:
         return False
 
 
+def first_sms_unanswered(stopper: bulk.Stopper, *, stops: int) -> Hook:
+    """A ``watched`` hook: the first row's SMS asks for ``stops`` stops, then the
+    service never answers it."""
+
+    async def hook(operation: str, number: int, _send: Any) -> bool:
+        if operation == SEND and number == int(NUMBERS[0]):
+            for _ in range(stops):
+                stopper.request()
+            await anyio.Event().wait()  # the service never answers
+        return False
+
+    return hook
+
+
 def client(app: ASGIApp, binding: vc.Binding = vc.Binding.SOAP11) -> vc.VerificationClient:
     return vc.VerificationClient(
         "http://simulator",
@@ -222,13 +236,7 @@ async def test_a_second_stop_ends_the_run_at_once_and_the_sms_in_flight_is_unkno
     # A grace far longer than the test may take: only the second request ends the run.
     stopper = bulk.Stopper(grace=3600)
 
-    async def never_answer_the_first_sms(operation: str, number: int, _send: Any) -> bool:
-        if operation == SEND and number == int(NUMBERS[0]):
-            stopper.request()
-            stopper.request()
-            await anyio.Event().wait()  # the service never answers
-        return False
-
+    never_answer_the_first_sms = first_sms_unanswered(stopper, stops=2)
     sim = simulator()
     async with client(watched(sim, never_answer_the_first_sms)) as c:
         counts = await bulk.run_job(c, **where, data=DATA, options=options(), stopper=stopper)
@@ -246,12 +254,7 @@ async def test_an_sms_still_in_flight_when_the_grace_ends_is_unknown(
 ) -> None:
     stopper = bulk.Stopper(grace=0)
 
-    async def never_answer_the_first_sms(operation: str, number: int, _send: Any) -> bool:
-        if operation == SEND and number == int(NUMBERS[0]):
-            stopper.request()
-            await anyio.Event().wait()
-        return False
-
+    never_answer_the_first_sms = first_sms_unanswered(stopper, stops=1)
     async with client(watched(simulator(), never_answer_the_first_sms)) as c:
         counts = await bulk.run_job(c, **where, data=DATA, options=options(), stopper=stopper)
     assert counted(counts) == {"unknown": 1, "queued": 3}
