@@ -134,23 +134,27 @@ class _Connection:
             duplicate.shutdown(socket.SHUT_RDWR)
 
 
-def _read_in_heap_sized_chunks(stream: object) -> None:
-    """Have asyncio read at most _READ_SIZE bytes at a time from this socket
-    (a stream, or the transport itself).
+def _read_in_heap_sized_chunks(transport: object) -> None:
+    """Have asyncio read at most _READ_SIZE bytes at a time from this socket.
 
     asyncio's socket transport reads into a fresh 256 KiB buffer each time:
     past glibc's mmap threshold (128 KiB), so every answer costs an mmap, an
     mremap when the buffer is cut to size, a munmap and a page fault or two.
     64 KiB buffers come from the heap. Not public API: looked up defensively,
-    and left alone when it is not there (trio reads into its own buffer).
+    and left alone when it is not there (uvloop's transports, trio's streams).
     """
+    if getattr(transport, "max_size", 0) > _READ_SIZE:
+        transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
+
+
+def _transport_of(stream: object) -> object:
+    """The asyncio transport under an anyio stream (and the streams it wraps), if any."""
     while stream is not None:
-        transport = getattr(stream, "_transport", stream if hasattr(stream, "max_size") else None)
+        transport = getattr(stream, "_transport", None)
         if transport is not None:
-            if getattr(transport, "max_size", 0) > _READ_SIZE:
-                transport.max_size = _READ_SIZE
-            return
+            return transport
         stream = getattr(stream, "transport_stream", None)
+    return None
 
 
 class _Attempt:
@@ -588,7 +592,7 @@ class ConnectionPool:
                     assert self._proxy is not None
                     await open_tunnel(stream, self._proxy, self._tunnel_to)
                 receiver = AsyncioReceiver.take_over(stream)
-                _read_in_heap_sized_chunks(stream)
+                _read_in_heap_sized_chunks(_transport_of(stream))
             if self._tls:
                 # The handshake as anyio.connect_tcp(ssl_context=...) makes it,
                 # by asyncio's own TLS layer where the receiver took over.
