@@ -765,12 +765,12 @@ def _direct_connect(
     asked, uvloop's cannot."""
     if deadlines is None or proxy is not None:
         return False, None
-    if isinstance(deadlines.loop, asyncio.BaseEventLoop):
-        return True, 0.25
     try:
         ipaddress.ip_address(host)
     except ValueError:
-        return False, None
+        # A name: asyncio's loop races its addresses when given a delay
+        # (for an address too, with a task per connection: never asked then).
+        return (True, 0.25) if isinstance(deadlines.loop, asyncio.BaseEventLoop) else (False, None)
     return True, None
 
 
