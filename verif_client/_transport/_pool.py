@@ -167,6 +167,55 @@ class _Attempt:
         self.written = False
 
 
+class _Reading:
+    """One answer being read: fed what arrives (b"" for the peer's close),
+    it returns the answer once whole, its body decoded under the size cap."""
+
+    __slots__ = ("answer", "body", "cap", "operation")
+
+    def __init__(self, answer: _parse.Reader, cap: int, operation: str) -> None:
+        self.answer = answer
+        self.cap = cap
+        self.operation = operation
+        self.body: CappedBody | None = None
+
+    def feed(self, data: bytes) -> Answer | None:
+        answer = self.answer
+        if not data and answer.headers is None:
+            raise SendError(
+                "RemoteProtocolError: Server disconnected without sending a response.",
+                never_sent=False,
+            )
+        answer.feed(data)
+        body = self.body
+        if body is None:
+            if answer.headers is None:
+                return None
+            encoding = ""
+            for name, value in answer.headers:
+                if name == b"content-length":
+                    check_declared_length(value.decode("latin-1"), self.cap, self.operation)
+                elif name == b"content-encoding":
+                    encoding = value.decode("latin-1")
+            body = self.body = CappedBody(encoding, self.cap, self.operation)
+        chunks = answer.chunks
+        if chunks:
+            for chunk in chunks:
+                body.feed(chunk)
+            chunks.clear()
+        if answer.complete:
+            head = answer.headers
+            assert head is not None
+            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in head]
+            return answer.status, headers, body.value()
+        if not data:  # pragma: no cover - both readers end or refuse at a close
+            raise SendError(
+                "RemoteProtocolError: Server disconnected without sending a response.",
+                never_sent=False,
+            )
+        return None
+
+
 class ConnectionPool:
     """Connections to one origin (the client's ``base_url``), directly or
     through one proxy (see _proxy)."""
@@ -282,32 +331,13 @@ class ConnectionPool:
             answer = await self._timed_attempt(
                 request, max_response_bytes, operation, attempt, deadline
             )
-        except h11.ProtocolError as exc:
-            raise SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written) from None
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            reason = "the client was closed" if self._closed else _reason(exc)
-            if self._tls and (refused := certificate_refused(reason)) is not False:
-                raise self._certificate_refused(reason, certain=refused is True) from None
-            kind = "ReadError" if attempt.written else "WriteError"
-            raise SendError(f"{kind}: {reason}", never_sent=not attempt.written) from None
         except Exception as exc:
-            if not attempt.written or isinstance(exc, VerifClientError | SendError):
-                raise  # a bug before anything left, or our own typed answer
-            # Whatever failed once bytes left, the service may have the
-            # request: the caller must hear "delivery unknown", not a foreign error.
-            raise SendError(f"ReadError: {type(exc).__name__}: {exc}", never_sent=False) from None
+            failure = self._failure(exc, attempt)
+            if failure is exc:
+                raise
+            raise failure from None
         if answer is None:
-            if attempt.connection is None:
-                through = "" if self._proxy is None else f" through the proxy {self._proxy.shown}"
-                raise SendError(
-                    f"ConnectTimeout: no connection to {self._authority}{through} "
-                    f"within {time_limit:g} s",
-                    never_sent=True,
-                )
-            raise SendError(
-                f"Timeout: no complete answer within {time_limit:g} s (one deadline per attempt)",
-                never_sent=not attempt.written,
-            )
+            raise self._timeout(attempt, time_limit)
         # Outside the deadline: the answer is whole, and returning the
         # connection (or closing it) must not turn it into a timeout.
         assert attempt.connection is not None
@@ -315,6 +345,36 @@ class ConnectionPool:
         if retired is not None:
             await retired.close()
         return answer
+
+    def _failure(self, exc: Exception, attempt: _Attempt) -> Exception:
+        """What a failed attempt raises: ``exc`` itself, or the SendError it means."""
+        if isinstance(exc, h11.ProtocolError):
+            return SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written)
+        if isinstance(exc, (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)):
+            reason = "the client was closed" if self._closed else _reason(exc)
+            if self._tls and (refused := certificate_refused(reason)) is not False:
+                return self._certificate_refused(reason, certain=refused is True)
+            kind = "ReadError" if attempt.written else "WriteError"
+            return SendError(f"{kind}: {reason}", never_sent=not attempt.written)
+        if not attempt.written or isinstance(exc, VerifClientError | SendError):
+            return exc  # a bug before anything left, or our own typed answer
+        # Whatever failed once bytes left, the service may have the
+        # request: the caller must hear "delivery unknown", not a foreign error.
+        return SendError(f"ReadError: {type(exc).__name__}: {exc}", never_sent=False)
+
+    def _timeout(self, attempt: _Attempt, time_limit: float) -> SendError:
+        """What an attempt cut at its deadline raises."""
+        if attempt.connection is None:
+            through = "" if self._proxy is None else f" through the proxy {self._proxy.shown}"
+            return SendError(
+                f"ConnectTimeout: no connection to {self._authority}{through} "
+                f"within {time_limit:g} s",
+                never_sent=True,
+            )
+        return SendError(
+            f"Timeout: no complete answer within {time_limit:g} s (one deadline per attempt)",
+            never_sent=not attempt.written,
+        )
 
     def _timed_attempt(
         self, request: HTTPRequest, cap: int, operation: str, attempt: _Attempt, deadline: float
@@ -411,9 +471,7 @@ class ConnectionPool:
             if rest:
                 assert connection.stream is not None  # only a stream's write leaves a rest
                 await connection.stream.send(rest)
-            answer = connection.answer
-            chunks = answer.chunks
-            body: CappedBody | None = None
+            reading = _Reading(connection.answer, cap, operation)
             # A request was just written on a connection with nothing left
             # unread (new, or found clean by _reusable): read first.
             while True:
@@ -429,41 +487,12 @@ class ConnectionPool:
                         data = taken
                 except anyio.EndOfStream:
                     data = b""
-                    if answer.headers is None:
-                        raise SendError(
-                            "RemoteProtocolError: Server disconnected without sending a response.",
-                            never_sent=False,
-                        ) from None
-                answer.feed(data)
-                if body is None:
-                    if answer.headers is None:
-                        continue
-                    encoding = ""
-                    for name, value in answer.headers:
-                        if name == b"content-length":
-                            check_declared_length(value.decode("latin-1"), cap, operation)
-                        elif name == b"content-encoding":
-                            encoding = value.decode("latin-1")
-                    body = CappedBody(encoding, cap, operation)
-                if chunks:
-                    for chunk in chunks:
-                        body.feed(chunk)
-                    chunks.clear()
-                if answer.complete:
+                whole = reading.feed(data)
+                if whole is not None:
                     if receiver is not None:
                         # Whatever comes now was never asked for.
                         receiver.expecting = False
-                    head = answer.headers
-                    assert head is not None
-                    headers = [
-                        (name.decode("latin-1"), value.decode("latin-1")) for name, value in head
-                    ]
-                    return answer.status, headers, body.value()
-                if not data:  # pragma: no cover - both readers end or refuse at a close
-                    raise SendError(
-                        "RemoteProtocolError: Server disconnected without sending a response.",
-                        never_sent=False,
-                    )
+                    return whole
         except BaseException as exc:
             # Half-used, cancelled, cut or refused: its state is unknown, so it is gone.
             self._busy.discard(connection)
