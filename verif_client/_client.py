@@ -47,8 +47,8 @@ from ._service import (
     Binding,
     parse_binding,
 )
-from ._transport import Sender, SendError, Transport
-from ._transport._pool import ConnectionPool
+from ._transport import Answer, FirstAttempt, Sender, SendError, Transport
+from ._transport._pool import AttemptAtOnce, ConnectionPool
 from ._transport._proxy import Proxy, ProxyRefused, choose_proxy
 from ._transport._tls import CertTypes, ClientCert, trusted_from_environment
 
@@ -229,6 +229,8 @@ class VerificationClient:
             logger.warning("TLS certificate verification is OFF for %s", self.base_url)
         self._transport = transport
         self._http = http_client
+        # Calls go through our ConnectionPool (see _sender).
+        self._own_pool = transport is None and http_client is None
         self._connections: Sender | None = None
         self._limiter: anyio.Semaphore | None = None
         self._owner: object = None  # the event loop the next three belong to
@@ -593,23 +595,30 @@ class VerificationClient:
         params: Mapping[str, object],
         retry: RetryPolicy,
         before_send: Callable[[], Awaitable[None]] | None = None,
+        first: FirstAttempt | None = None,
     ) -> Awaitable[Any]:
         """The call's request encoded (a bad parameter raises here), and its
         exchange to await: a plain function, so that the caller awaits the
         exchange itself, one coroutine fewer per call (see _polled_call)."""
         codec = self._codecs[binding]
         request = codec.encode(op, params, credentials=self._credentials)
-        exchange = self._exchange(op, binding, codec, request, params, retry, before_send)
+        exchange = self._exchange(op, binding, codec, request, params, retry, before_send, first)
         return exchange if self._hooks is None else self._hooks.call(op.name, binding, exchange)
 
     def _polled_call(
-        self, operation: Operation[Any], params: Mapping[str, object], *, retry: RetryPolicy
+        self,
+        operation: Operation[Any],
+        params: Mapping[str, object],
+        *,
+        retry: RetryPolicy,
+        first: FirstAttempt | None = None,
     ) -> Awaitable[object]:
         """How the poller calls: ``call_with`` without a coroutine of its own.
         A poll in flight holds its whole chain of coroutines while it waits,
         and the garbage collector walks every one: a link less per poll is
-        one object less per connection for it to walk, and one less to make."""
-        return self._call(operation, self.binding, params, retry)
+        one object less per connection for it to walk, and one less to make.
+        ``first``: the call's first attempt, already made (see _CallsAtOnce)."""
+        return self._call(operation, self.binding, params, retry, None, first)
 
     def _decode(
         self,
@@ -756,6 +765,9 @@ class VerificationClient:
             keep_open=keep_open,
             hooks=self._hooks,
             dialect=self._verified_dialect,
+            # Only our own pool makes calls at once. Hooks see each call as an
+            # awaitable of its own: with them, every poll is awaited by its worker.
+            at_once=_CallsAtOnce(self) if self._own_pool and self._hooks is None else None,
         )
 
     # -- the exchange, with retries -----------------------------------------
@@ -769,16 +781,18 @@ class VerificationClient:
         params: Mapping[str, object],
         policy: RetryPolicy,
         before_send: Callable[[], Awaitable[None]] | None,
+        first: FirstAttempt | None = None,
     ) -> R:
         """One call, with its retries. What it raises is scrubbed of our
         secrets here, for every caller: network errors may quote what the
-        peer sent, too."""
+        peer sent, too. ``first``: the first attempt, made already (see
+        _CallsAtOnce): its answer or error is taken as that attempt's."""
         try:
             if running_loop() is not self._owner:
                 self._enter_loop()
             clock = self._clock
             assert clock is not None
-            started = clock()
+            started = clock() if first is None else first.began
             attempt = 0
             # A retried attempt is the same request, already recorded: the hook runs once.
             hook = _once(before_send) if before_send is not None else None
@@ -791,21 +805,25 @@ class VerificationClient:
                 left = policy.deadline - (began - started)
                 time_limit = max(0.0, min(self.timeout, left))
                 try:
-                    sender = self._sender()
-                    limiter = self._capacity()
-                    if not self._admitted_at_once(limiter):
-                        await self._admit(limiter)
-                    try:
-                        if hook is not None:
-                            await hook()
-                        status, headers, body = await sender.send(
-                            request,
-                            time_limit=time_limit,
-                            max_response_bytes=self.max_response_bytes,
-                            operation=op.name,
-                        )
-                    finally:
-                        limiter.release()
+                    if first is not None:
+                        given, first = first, None
+                        status, headers, body = given.answer()
+                    else:
+                        sender = self._sender()
+                        limiter = self._capacity()
+                        if not self._admitted_at_once(limiter):
+                            await self._admit(limiter)
+                        try:
+                            if hook is not None:
+                                await hook()
+                            status, headers, body = await sender.send(
+                                request,
+                                time_limit=time_limit,
+                                max_response_bytes=self.max_response_bytes,
+                                operation=op.name,
+                            )
+                        finally:
+                            limiter.release()
                     result = self._decode(codec, op, status, headers, body)
                 except SendError as exc:
                     never_sent = exc.never_sent
@@ -963,6 +981,138 @@ class VerificationClient:
                 (anyio.current_time() - began) * 1000,
                 f" error={type(error).__name__}: {self._scrub.text(str(error))}" if error else "",
             )
+
+
+class _CallsAtOnce:
+    """The poller's calls made without a coroutine: a call's first attempt
+    on a connection ready now (``ConnectionPool.send_at_once``), its answer
+    decoded from the connection's callback.
+
+    Only the plain case is taken here: no rate to keep, a slot and a
+    connection free, an answer decoded to a result. Anything else (a
+    refusal, an error, a timeout) goes back to the caller as a FirstAttempt,
+    for the client's retry loop to take as its first attempt's: retries,
+    error mapping and logging stay in one place (``_exchange``).
+    """
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: VerificationClient) -> None:
+        self._client = client
+
+    def ready(self) -> bool:
+        """Calls can start at once on the running event loop (asyncio or
+        uvloop, our own pool, used on this loop already)."""
+        client = self._client
+        pool = client._connections
+        return (
+            isinstance(pool, ConnectionPool)
+            and client._limiter is not None
+            and pool.ready_at_once(client._owner)
+        )
+
+    def start(
+        self,
+        op: Operation[Any],
+        params: Mapping[str, object],
+        retry: RetryPolicy,
+        cut_at: float,
+        done: Callable[[Any, object], None],
+        context: Any,
+    ) -> _CallAtOnce | None:
+        """Start a call; None (and nothing sent) if it cannot start at once.
+        ``done(context, outcome)`` gets the result, a FirstAttempt, or None
+        if the attempt was cut at ``cut_at``."""
+        client = self._client
+        pool = client._connections
+        limiter = client._limiter
+        clock = client._clock
+        if (
+            client._rate is not None
+            or client.rate_limit is not None
+            or client._closed
+            or limiter is None
+            or clock is None
+            or not isinstance(pool, ConnectionPool)
+        ):
+            return None
+        try:
+            limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            return None
+        codec = client._codecs[client.binding]
+        try:
+            request = codec.encode(op, params, credentials=client._credentials)
+        except Exception:
+            # Encoded again by the call that takes it, and raised there.
+            limiter.release()
+            return None
+        call = _CallAtOnce(client, op, codec, limiter, clock(), done, context)
+        attempt = pool.send_at_once(
+            request,
+            time_limit=max(0.0, min(client.timeout, retry.deadline)),
+            cut_at=cut_at,
+            max_response_bytes=client.max_response_bytes,
+            operation=op.name,
+            done=_answered_at_once,
+            context=call,
+        )
+        if attempt is None:
+            limiter.release()
+            return None
+        call.attempt = attempt
+        return call
+
+
+class _CallAtOnce:
+    """One call started by _CallsAtOnce."""
+
+    __slots__ = ("attempt", "began", "client", "codec", "context", "done", "limiter", "op")
+
+    def __init__(
+        self,
+        client: VerificationClient,
+        op: Operation[Any],
+        codec: Codec,
+        limiter: anyio.Semaphore,
+        began: float,
+        done: Callable[[Any, object], None],
+        context: Any,
+    ) -> None:
+        self.client = client
+        self.op = op
+        self.codec = codec
+        self.limiter = limiter
+        self.began = began
+        self.done = done
+        self.context = context
+        self.attempt: AttemptAtOnce | None = None
+
+    def abandon(self) -> None:
+        """The caller is gone: the attempt in flight, if any, ends unheard."""
+        attempt = self.attempt
+        if attempt is not None and not attempt.ended:
+            attempt.abandon()
+            self.limiter.release()
+
+
+def _answered_at_once(call: _CallAtOnce, outcome: Answer | Exception | None) -> None:
+    call.limiter.release()
+    if outcome is not None:
+        if not isinstance(outcome, Exception):
+            client = call.client
+            status, headers, body = outcome
+            try:
+                result = client._decode(call.codec, call.op, status, headers, body)
+            except Exception:
+                pass  # decoded again, and judged, by the retry loop
+            else:
+                client._log(call.op, client.binding, status, call.began, 1, None)
+                call.done(call.context, result)
+                return
+        call.done(call.context, FirstAttempt(call.began, outcome))
+        return
+    call.done(call.context, None)
 
 
 def _check_number(option: str, value: object, *, integer: bool = False) -> None:

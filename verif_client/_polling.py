@@ -37,6 +37,7 @@ still pending at ``policy.timeout``          TIMED_OUT
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import logging
@@ -69,6 +70,7 @@ from ._pollpolicy import (
 )
 from ._results import LocationResult, VerificationResult
 from ._retry import RetryPolicy
+from ._transport import FirstAttempt
 from ._transport._deadlines import deadlines_for
 
 if TYPE_CHECKING:
@@ -111,11 +113,41 @@ _O = TypeVar("_O", bound=Outcome, covariant=True, default=Outcome)
 
 class CallOperation(Protocol):
     """All the poller needs of a client: call one operation with its
-    parameters under a retry policy, and return its result."""
+    parameters under a retry policy, and return its result. ``first``: the
+    call's first attempt, made already by ``CallsAtOnce``."""
 
     def __call__(
-        self, operation: Operation[Any], params: Mapping[str, object], *, retry: RetryPolicy
+        self,
+        operation: Operation[Any],
+        params: Mapping[str, object],
+        *,
+        retry: RetryPolicy,
+        first: FirstAttempt | None = None,
     ) -> Awaitable[object]: ...
+
+
+class CallAtOnce(Protocol):
+    def abandon(self) -> None:
+        """End the call unheard (its poll's worker is cancelled)."""
+
+
+class CallsAtOnce(Protocol):
+    """Calls made without a coroutine (on asyncio, the client's own pool):
+    a call's answer comes to ``done(context, outcome)`` from the event loop,
+    the result, a FirstAttempt for ``CallOperation`` to go on with (any
+    refusal, error or timeout), or None if the attempt was cut at ``cut_at``."""
+
+    def ready(self) -> bool: ...
+
+    def start(
+        self,
+        op: Operation[Any],
+        params: Mapping[str, object],
+        retry: RetryPolicy,
+        cut_at: float,
+        done: Callable[[Any, object], None],
+        context: Any,
+    ) -> CallAtOnce | None: ...
 
 
 # How many ids per worker a run watches at most: the room a waiting id needs
@@ -221,6 +253,7 @@ class PollStream(Generic[_O]):
         rng: random.Random,
         dialect: VerifiedDialect,
         hooks: Dispatch | None = None,
+        at_once: CallsAtOnce | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers!r}")
@@ -235,6 +268,8 @@ class PollStream(Generic[_O]):
         self._backend = loop_backend()
         # On asyncio the polls' deadlines share one timer (see _poll_in_a_row).
         self._deadlines = deadlines_for(self._backend)
+        # Polls made from their answers' callbacks (see _Chain): asyncio only.
+        self._at_once = at_once if self._deadlines is not None else None
         self._heap: list[tuple[float, int, _Watch]] = []
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)
@@ -400,6 +435,9 @@ class PollStream(Generic[_O]):
             # dispatcher's hand-off costs task switches per poll, and is only
             # needed to wake workers that have nothing to do.
             checkpoint = loop_backend().checkpoint
+            at_once = self._at_once
+            chain = None if at_once is None else _Chain(self, at_once)
+            first: FirstAttempt | None = None
             watch = self._next_due()
             while True:
                 if watch is None:
@@ -411,16 +449,28 @@ class PollStream(Generic[_O]):
                         return
                     finally:
                         self._idle_workers -= 1
-                if await self._poll_in_a_row(watch):
+                if chain is not None and first is None and chain.begin(watch):
+                    try:
+                        watch, first = await chain.ended()
+                    finally:
+                        chain.abandon()
+                    continue
+                # Where calls can go at once, one awaited poll (the pool
+                # opens a connection, say), and the next goes at once if it can.
+                if await self._poll_in_a_row(watch, first, 1 if chain else _POLLS_BETWEEN_YIELDS):
                     # A transport that answers without waiting (the simulator
                     # in process) would otherwise never let the caller read
                     # the outcomes of an endless iterable.
                     await checkpoint()
+                first = None
                 watch = self._next_due()
 
-    async def _poll_in_a_row(self, watch: _Watch) -> bool:
-        """Poll ``watch``, then what falls due next, up to _POLLS_BETWEEN_YIELDS
-        polls; True if that many were made (the worker should let others run).
+    async def _poll_in_a_row(
+        self, watch: _Watch, first: FirstAttempt | None = None, most: int = _POLLS_BETWEEN_YIELDS
+    ) -> bool:
+        """Poll ``watch`` (its call's first attempt ``first``, if made already),
+        then what falls due next, up to ``most`` polls; True if that many were
+        made (the worker should let others run).
 
         A poll in flight (its retries and backoffs included) is cut at its
         id's deadline, and the id then ends TIMED_OUT, on time. One cancel
@@ -439,14 +489,17 @@ class PollStream(Generic[_O]):
             with scope:
                 while True:
                     own_deadline = self._cut_at(scope, watch.deadline, own_deadline)
-                    await self._poll(watch)
+                    await self._poll(watch, first)
+                    first = None
                     polls += 1
                     if scope.cancel_called:
                         # The deadline passed while the answer was being read:
                         # that answer counts, and the next poll gets a fresh scope.
                         return False
-                    if polls == _POLLS_BETWEEN_YIELDS:
-                        return True
+                    if polls == most:
+                        # (Only an in-process transport needs the yield: a
+                        # pool's poll always waits for its answer.)
+                        return most == _POLLS_BETWEEN_YIELDS
                     next_watch = self._next_due()
                     if next_watch is None:
                         return False
@@ -472,24 +525,32 @@ class PollStream(Generic[_O]):
         scope.deadline = deadline
         return True
 
-    async def _poll(self, watch: _Watch) -> None:
+    async def _poll(self, watch: _Watch, first: FirstAttempt | None = None) -> None:
         """One poll: the call, with an unreadable answer asked again under
         ``policy.retry`` (the client retries the network failures itself).
         One coroutine for both: every poll in flight holds its chain of
-        coroutines, and the garbage collector walks each link."""
+        coroutines, and the garbage collector walks each link. With ``first``
+        the poll began at once (see _Chain) and its call goes on from there."""
         policy = self._policy
         retry = policy.retry
         kind = watch.kind
-        watch.polls += 1
         error: VerifClientError | None = None
         status: PollStatus | None = None
-        started = self._now()
+        if first is None:
+            watch.polls += 1
+            started = self._now()
+        else:
+            started = first.began
         asked = 0
         while True:
             asked += 1
+            given, first = first, None
             try:
                 answer = await self._call(
-                    kind.operation, {kind.request_id_param: watch.request_id}, retry=retry
+                    kind.operation,
+                    {kind.request_id_param: watch.request_id},
+                    retry=retry,
+                    first=given,
                 )
                 watch.last = answer
                 status = kind.judge(answer, policy, self._dialect)
@@ -508,11 +569,7 @@ class PollStream(Generic[_O]):
             except VerifClientError as exc:
                 error, status = exc, PollStatus.FAILED
             except Exception as exc:
-                # Every id is promised exactly one outcome, even when a transport
-                # or a bug raises something we did not foresee.
-                logger.exception("unexpected error polling request %s", watch.request_id)
-                error = VerifClientError(f"unexpected {type(exc).__name__}: {exc}")
-                status = PollStatus.FAILED
+                error, status = _unforeseen(watch, exc), PollStatus.FAILED
             break
         self._polled(watch, status, error, cut=False)
 
@@ -564,6 +621,107 @@ class PollStream(Generic[_O]):
             self._wakeup.set()
         if self._active == self._room - 1:
             self._hungry.set()
+
+
+def _unforeseen(watch: _Watch, exc: Exception) -> VerifClientError:
+    # Every id is promised exactly one outcome, even when a transport
+    # or a bug raises something we did not foresee.
+    logger.exception("unexpected error polling request %s", watch.request_id)
+    return VerifClientError(f"unexpected {type(exc).__name__}: {exc}")
+
+
+class _Chain:
+    """One worker's polls made one after another from their answers'
+    callbacks, with no coroutine, task step or future per poll: an answer
+    is judged and recorded, and the next due poll written, in the event
+    loop's callback that completed it. The worker awaits only the chain's
+    end (``ended``): nothing due, a poll that cannot start at once (no
+    connection ready, a rate to keep), or one whose call did not end in a
+    result, which the worker then polls the awaited way from its first
+    attempt (see CallsAtOnce). What a poll reports is the same either way.
+    """
+
+    __slots__ = ("_answered_here", "_at_once", "_call", "_ended", "_stream")
+
+    def __init__(self, stream: PollStream[Any], at_once: CallsAtOnce) -> None:
+        self._stream = stream
+        self._at_once = at_once
+        self._call: CallAtOnce | None = None
+        # Made once: a bound method per poll would be one more object per
+        # poll in flight for the garbage collector.
+        self._answered_here = self._answered
+        self._ended: asyncio.Future[tuple[_Watch | None, FirstAttempt | None]] | None = None
+
+    def begin(self, watch: _Watch) -> bool:
+        """Start with ``watch``; False, and nothing done, if it cannot go at once."""
+        if not self._at_once.ready() or not self._start(watch):
+            return False
+        deadlines = self._stream._deadlines
+        assert deadlines is not None  # _at_once is only set on asyncio
+        self._ended = deadlines.loop.create_future()
+        return True
+
+    def ended(self) -> asyncio.Future[tuple[_Watch | None, FirstAttempt | None]]:
+        """Done with what the worker polls next, and that poll's first attempt."""
+        assert self._ended is not None
+        return self._ended
+
+    def abandon(self) -> None:
+        # The worker is cancelled, or the chain ended (then nothing is in flight).
+        call, self._call = self._call, None
+        if call is not None:
+            call.abandon()
+
+    def _start(self, watch: _Watch) -> bool:
+        stream = self._stream
+        # An id at its deadline is cut at once by the awaited poll's scope.
+        if watch.deadline <= stream._now():
+            return False
+        kind = watch.kind
+        call = self._at_once.start(
+            kind.operation,
+            {kind.request_id_param: watch.request_id},
+            stream._policy.retry,
+            watch.deadline,
+            self._answered_here,
+            watch,
+        )
+        if call is None:
+            return False
+        watch.polls += 1
+        self._call = call
+        return True
+
+    def _answered(self, watch: _Watch, outcome: object) -> None:
+        self._call = None
+        stream = self._stream
+        try:
+            if isinstance(outcome, FirstAttempt):
+                self._end(watch, outcome)
+                return
+            if outcome is None:
+                stream._polled(watch, None, None, cut=True)
+            else:
+                watch.last = outcome
+                try:
+                    status = watch.kind.judge(outcome, stream._policy, stream._dialect)
+                except Exception as exc:
+                    stream._polled(watch, PollStatus.FAILED, _unforeseen(watch, exc), cut=False)
+                else:
+                    stream._polled(watch, status, None, cut=False)
+            next_watch = stream._next_due()
+            if next_watch is None or not self._start(next_watch):
+                self._end(next_watch, None)
+        except Exception as exc:
+            # A bug of ours: the worker raises it, as it would have.
+            assert self._ended is not None
+            if not self._ended.done():
+                self._ended.set_exception(exc)
+
+    def _end(self, watch: _Watch | None, first: FirstAttempt | None) -> None:
+        assert self._ended is not None
+        if not self._ended.done():
+            self._ended.set_result((watch, first))
 
 
 class _Settled(AsyncIterator[_O]):
@@ -619,10 +777,11 @@ async def poll(
     keep_open: bool,
     dialect: VerifiedDialect,
     hooks: Dispatch | None = None,
+    at_once: CallsAtOnce | None = None,
 ) -> AsyncIterator[PollStream[_O]]:
     """Run one poll run: ``workers`` tasks share the due ids and ask through
     ``call``; the stream yields each id's outcome per kind as it settles."""
-    stream = PollStream(call, kinds, policy, workers, random.Random(), dialect, hooks)
+    stream = PollStream(call, kinds, policy, workers, random.Random(), dialect, hooks, at_once)
     if not isinstance(request_ids, AsyncIterable):
         # Taken by the workers as they have room (see _take), not here.
         stream._source = iter(request_ids)

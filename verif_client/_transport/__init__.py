@@ -14,10 +14,29 @@ from typing import Protocol, TypeAlias
 
 from .._codec import HTTPRequest
 
-__all__ = ["Answer", "SendError", "Sender", "Transport"]
+__all__ = ["Answer", "FirstAttempt", "SendError", "Sender", "Transport"]
 
 # (status, headers, body): what a codec's decode() takes.
 Answer: TypeAlias = tuple[int, Sequence[tuple[str, str]], bytes]
+
+
+class FirstAttempt:
+    """A call's first attempt, made at once (``ConnectionPool.send_at_once``)
+    and not ending in a result: its answer, or what ``send`` would have
+    raised, for the call's retry loop to take as its first attempt's."""
+
+    __slots__ = ("began", "outcome")
+
+    def __init__(self, began: float, outcome: Answer | Exception) -> None:
+        self.began = began
+        self.outcome = outcome
+
+    def answer(self) -> Answer:
+        """The answer, or the attempt's error raised."""
+        outcome = self.outcome
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
 
 class SendError(Exception):

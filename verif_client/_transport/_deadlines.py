@@ -67,10 +67,16 @@ class Deadlines:
         self._timer = None
         pending = self._pending
         now = self._loop.time()
+        due = []
         while pending:
             scope, deadline = next(iter(pending.items()))
             if deadline > now:
                 self._timer = self._loop.call_at(deadline, self._expire)
-                return
+                break
             del pending[scope]
+            due.append(scope)
+        # Cancelled once the timer is set again: a receiver's cancel runs its
+        # attempt's end at once (see _pool's attempts at once), which may add
+        # the next attempt's deadline here.
+        for scope in due:
             scope.cancel()

@@ -34,7 +34,7 @@ import select
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
@@ -121,6 +121,12 @@ class _Connection:
             self.receiver.closed_here = True
         await anyio.aclose_forcefully(self.stream)
 
+    def close_now(self) -> None:
+        """Close a connection the loop opened (no stream), from a callback:
+        the loop closes the socket on its next pass."""
+        assert self.receiver is not None
+        self.receiver.abort()
+
     def abandon(self) -> None:
         """End a connection of another (likely closed) event loop without
         touching that loop: its stream's close() would schedule work on it.
@@ -157,29 +163,35 @@ def _transport_of(stream: object) -> object:
     return None
 
 
-class _Attempt:
-    """How far one attempt got: whether any byte of the request may have left."""
+# Called with the answer, what ``send`` would raise, or None when cut at the caller's own time.
+AnswerCallback = Callable[[Any, "Answer | Exception | None"], None]
 
-    __slots__ = ("connection", "written")
+
+class _Attempt:
+    """How far one attempt got (whether any byte of the request may have
+    left), and its answer being read (see feed)."""
+
+    __slots__ = ("answer", "body", "cap", "connection", "operation", "written")
+
+    answer: _parse.Reader
+    cap: int
+    operation: str
 
     def __init__(self) -> None:
         self.connection: _Connection | None = None
         self.written = False
-
-
-class _Reading:
-    """One answer being read: fed what arrives (b"" for the peer's close),
-    it returns the answer once whole, its body decoded under the size cap."""
-
-    __slots__ = ("answer", "body", "cap", "operation")
-
-    def __init__(self, answer: _parse.Reader, cap: int, operation: str) -> None:
-        self.answer = answer
-        self.cap = cap
-        self.operation = operation
         self.body: CappedBody | None = None
 
+    def read_on(self, connection: _Connection, cap: int, operation: str) -> None:
+        """The attempt has its connection: its answer is read there."""
+        self.connection = connection
+        self.answer = connection.answer
+        self.cap = cap
+        self.operation = operation
+
     def feed(self, data: bytes) -> Answer | None:
+        """Take what arrived (b"" for the peer's close): the answer once
+        whole, its body decoded under the size cap."""
         answer = self.answer
         if not data and answer.headers is None:
             raise SendError(
@@ -214,6 +226,131 @@ class _Reading:
                 never_sent=False,
             )
         return None
+
+
+class AttemptAtOnce(_Attempt):
+    """An attempt on a ready connection driven by its receiver's events,
+    with no task, coroutine or future of its own (see ConnectionPool.send_at_once).
+
+    Its steps are those of ``send`` and ``_exchange``, and they share their
+    parts: the request's bytes and write, the answer's reading (_Attempt.feed),
+    what a failure raises (_failure, _timeout) and the connection's return.
+    """
+
+    __slots__ = (
+        "context",
+        "cut_by_caller",
+        "deadlines",
+        "done",
+        "ended",
+        "held",
+        "pool",
+        "receiver",
+        "time_limit",
+        "timer",
+    )
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        deadlines: Deadlines,
+        connection: _Connection,
+        receiver: AsyncioReceiver,
+        cap: int,
+        operation: str,
+        time_limit: float,
+        done: AnswerCallback,
+        context: Any,
+    ) -> None:
+        super().__init__()
+        self.pool = pool
+        self.deadlines = deadlines
+        # The connection, as _Attempt's (which is None until a connection is had).
+        self.held = connection
+        self.read_on(connection, cap, operation)
+        self.receiver = receiver
+        self.time_limit = time_limit
+        self.done = done
+        self.context = context
+        self.cut_by_caller = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.ended = False
+
+    def start(self, request: HTTPRequest, cut_at: float) -> None:
+        pool = self.pool
+        connection = self.held
+        receiver = self.receiver
+        deadline = pool._now() + self.time_limit
+        if cut_at < deadline:
+            deadline = cut_at
+            self.cut_by_caller = True
+        deadlines = self.deadlines
+        if not deadlines.add(receiver, deadline):
+            self.timer = deadlines.loop.call_at(deadline, receiver.cancel)
+        receiver.listener = self
+        try:
+            _write(connection, pool._request_bytes(connection.answer, request), self)
+        except Exception as exc:
+            # Ended from the loop, as every other end: the caller has its
+            # attempt in hand before its callback can run.
+            deadlines.loop.call_soon(self._end, exc)
+
+    def on_event(self) -> None:
+        receiver = self.receiver
+        try:
+            while True:
+                try:
+                    data = receiver.take()
+                except anyio.EndOfStream:
+                    data = b""
+                if data is None:
+                    return  # more to come
+                whole = self.feed(data)
+                if whole is not None:
+                    break
+        except Exception as exc:
+            self._end(exc)
+            return
+        receiver.expecting = False
+        self.ended = True
+        self._stop_listening()
+        pool = self.pool
+        retired = pool._release(self.held, pool._now())
+        if retired is not None:
+            retired.close_now()
+        self.done(self.context, whole)
+
+    def _end(self, exc: Exception) -> None:
+        """Half-used, cut or refused: the connection is gone, and the caller
+        hears what ``send`` would raise (None: cut at the caller's ``cut_at``)."""
+        if self.ended:
+            return  # abandoned meanwhile
+        self._close()
+        outcome: Answer | Exception | None
+        if isinstance(exc, AttemptCut):
+            outcome = None if self.cut_by_caller else self.pool._timeout(self, self.time_limit)
+        else:
+            outcome = self.pool._failure(exc, self)
+        self.done(self.context, outcome)
+
+    def abandon(self) -> None:
+        """The caller is gone (its task cancelled): end the attempt, unheard."""
+        if not self.ended:
+            self._close()
+
+    def _close(self) -> None:
+        self.ended = True
+        self._stop_listening()
+        self.pool._busy.discard(self.held)
+        self.held.close_now()
+
+    def _stop_listening(self) -> None:
+        receiver = self.receiver
+        receiver.listener = None
+        if self.timer is not None:
+            self.timer.cancel()
+        else:
+            self.deadlines.discard(receiver)
 
 
 class ConnectionPool:
@@ -293,6 +430,8 @@ class ConnectionPool:
         # Whether the loop's own create_connection opens connections (see _connect).
         self._direct = False
         self._eyeballs: float | None = None
+        # Whether send_at_once may run attempts (see _adopt).
+        self._at_once = False
 
     def _adopt(self, owner: object) -> None:
         """Bind the pool to the running event loop. Connections of another
@@ -308,6 +447,9 @@ class ConnectionPool:
         self._deadlines = deadlines_for(self._loop, self._deadlines)
         self._direct, self._eyeballs = _direct_connect(self._deadlines, self._proxy, self._dial[0])
         self._opening = anyio.Semaphore(_OPENING_AT_ONCE)
+        # Only the loop's own connections are driven by their receivers'
+        # events: a stream's close must be awaited.
+        self._at_once = self._direct and owner is not None
 
     @property
     def open_connections(self) -> int:
@@ -375,6 +517,59 @@ class ConnectionPool:
             f"Timeout: no complete answer within {time_limit:g} s (one deadline per attempt)",
             never_sent=not attempt.written,
         )
+
+    def ready_at_once(self, owner: object) -> bool:
+        """Whether send_at_once can run attempts on the running event loop,
+        ``owner`` (asyncio's or uvloop's, connections the loop opened, adopted
+        by a send on it)."""
+        return self._at_once and owner is self._owner and running_loop() is owner
+
+    def send_at_once(
+        self,
+        request: HTTPRequest,
+        *,
+        time_limit: float,
+        cut_at: float,
+        max_response_bytes: int,
+        operation: str,
+        done: AnswerCallback,
+        context: Any,
+    ) -> AttemptAtOnce | None:
+        """``send`` on an idle connection ready for a request now, with no
+        task, coroutine or future: the receiver's events drive the attempt,
+        and ``done(context, outcome)`` is called from the loop with the answer,
+        what ``send`` would raise, or None if cut at ``cut_at`` (the caller's
+        own deadline, before ``time_limit`` is up).
+
+        None, and nothing done, if no connection is ready (or ready_at_once()
+        is False): ``send`` then waits for one, or opens one.
+
+        A poll waits for its answer for far longer than it takes to make, so
+        a worker of thousands holds thousands of attempts: each awaited one
+        is a chain of coroutines, a future and a task step per answer, about
+        a third of a poll's CPU on asyncio.
+        """
+        deadlines = self._deadlines
+        if not self._at_once or deadlines is None:
+            return None
+        connection = self._take_ready()
+        if connection is None:
+            return None
+        receiver = connection.receiver
+        assert receiver is not None  # _take_ready takes only those
+        attempt = AttemptAtOnce(
+            self,
+            deadlines,
+            connection,
+            receiver,
+            max_response_bytes,
+            operation,
+            time_limit,
+            done,
+            context,
+        )
+        attempt.start(request, cut_at)
+        return attempt
 
     def _timed_attempt(
         self, request: HTTPRequest, cap: int, operation: str, attempt: _Attempt, deadline: float
@@ -456,7 +651,7 @@ class ConnectionPool:
         ``cut_at`` (None is returned then). A cancel scope's entry, exit and
         timer cost a fifth of a poll's CPU on asyncio.
         """
-        attempt.connection = connection
+        attempt.read_on(connection, cap, operation)
         receiver = connection.receiver
         cut_by = None
         own_timer = None
@@ -471,7 +666,6 @@ class ConnectionPool:
             if rest:
                 assert connection.stream is not None  # only a stream's write leaves a rest
                 await connection.stream.send(rest)
-            reading = _Reading(connection.answer, cap, operation)
             # A request was just written on a connection with nothing left
             # unread (new, or found clean by _reusable): read first.
             while True:
@@ -487,7 +681,7 @@ class ConnectionPool:
                         data = taken
                 except anyio.EndOfStream:
                     data = b""
-                whole = reading.feed(data)
+                whole = attempt.feed(data)
                 if whole is not None:
                     if receiver is not None:
                         # Whatever comes now was never asked for.

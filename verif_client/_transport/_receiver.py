@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -42,6 +42,11 @@ _TRANSPORT_METHODS = (
     "set_protocol",
     "write",
 )
+
+
+class Listener(Protocol):
+    def on_event(self) -> None:
+        """Bytes, the end or a cut came: take() them."""
 
 
 class AttemptCut(Exception):
@@ -93,6 +98,9 @@ class AsyncioReceiver(asyncio.Protocol):
         # Set by the pool before it closes the connection: a close of ours, not the peer's.
         self.closed_here = False
         self._cut = False
+        # An attempt driven by this receiver's events rather than awaiting
+        # them (see _pool's _AttemptAtOnce): called for each, in their place.
+        self.listener: Listener | None = None
 
     @property
     def stray(self) -> bool:
@@ -164,6 +172,10 @@ class AsyncioReceiver(asyncio.Protocol):
         self._wake()
 
     def _wake(self) -> None:
+        listener = self.listener
+        if listener is not None:
+            listener.on_event()
+            return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)

@@ -1,0 +1,282 @@
+"""Polls made at once (from their answers' callbacks) report what awaited polls report.
+
+On asyncio a poll run makes its polls from the event loop's callbacks when a
+connection is ready (see _polling's _Chain and the pool's send_at_once); with
+hooks, or on trio, every poll is a call its worker awaits. Each test here runs
+the same script twice over loopback, against a raw HTTP/1.1 service of its
+own that misbehaves as told, once each way, and compares everything a poll
+reports, and what the service saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import asmx
+import pytest
+import sniffio
+from relsupport import client_sockets_to, wait_for
+
+import verif_client as vc
+from verif_client._transport._pool import ConnectionPool
+
+VERIFIED_OP = vc.get_operation("SecureLink_SecurityCode_HasBeenVerified")
+SOAP = vc.Binding.SOAP11
+RETRY = vc.RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002, deadline=30)
+NOW = vc.PollPolicy(
+    initial_delay=0, multiplier=1, max_delay=0.001, jitter=0, timeout=30, retry=RETRY
+)
+
+
+def answer(body: bytes, status: bytes = b"200 OK") -> bytes:
+    return (
+        b"HTTP/1.1 %s\r\nContent-Type: text/xml; charset=utf-8\r\nContent-Length: %d\r\n\r\n%s"
+        % (
+            status,
+            len(body),
+            body,
+        )
+    )
+
+
+TRUE = answer(asmx.response(SOAP, VERIFIED_OP, "<Verified>true</Verified>"))
+PENDING = answer(asmx.response(SOAP, VERIFIED_OP, '<Verified xsi:nil="true" />'))
+FAULT_BODY = asmx.envelope(
+    SOAP,
+    "<soap:Fault><faultcode>soap:Client</faultcode>"
+    "<faultstring>Server was unable to process request. ---&gt; bad id</faultstring>"
+    "</soap:Fault>",
+)
+FAULT = answer(FAULT_BODY, b"500 Internal Server Error")
+UNAVAILABLE = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+TOO_MANY = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n"
+# What a peer does instead of answering.
+CLOSE = b"close"
+HANG = b"hang"
+GARBAGE = b"NOT HTTP AT ALL\r\n\r\n"
+HALF = TRUE[: len(TRUE) - 40]
+GARBLED = TRUE[:-60] + b"<<<" + b"x" * 57
+
+
+class Scripted:
+    """A raw HTTP/1.1 service: its n-th request (from 0) gets ``actions[n]``
+    (bytes to send, or CLOSE, HANG, HALF: send that much and close); the
+    last action repeats."""
+
+    def __init__(self, actions: list[bytes]) -> None:
+        self.actions = actions
+        self.requests = 0
+        self.connections = 0
+
+    async def handle(self, stream: anyio.abc.SocketStream) -> None:
+        self.connections += 1
+        buffer = b""
+        async with stream:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    try:
+                        buffer += await stream.receive()
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        return
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(buffer) < length:
+                    buffer += await stream.receive()
+                buffer = buffer[length:]
+                action = self.actions[min(self.requests, len(self.actions) - 1)]
+                self.requests += 1
+                if action == HANG:
+                    await anyio.sleep_forever()
+                if action == CLOSE:
+                    return
+                await stream.send(action)
+                if action is HALF or action == GARBAGE:
+                    return
+
+
+@asynccontextmanager
+async def serving(actions: list[bytes]) -> AsyncIterator[tuple[Scripted, int]]:
+    service = Scripted(actions)
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, service.handle)
+        try:
+            yield service, port
+        finally:
+            tg.cancel_scope.cancel()
+
+
+class AtOnceCount:
+    """How many attempts the pool started at once (a spy on send_at_once)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started = 0
+        original = ConnectionPool.send_at_once
+
+        def counting(pool: ConnectionPool, *args: Any, **kwargs: Any) -> Any:
+            attempt = original(pool, *args, **kwargs)
+            self.started += attempt is not None
+            return attempt
+
+        monkeypatch.setattr(ConnectionPool, "send_at_once", counting)
+
+
+def reported(outcome: vc.VerificationOutcome) -> tuple[object, ...]:
+    error = outcome.error
+    return (
+        outcome.request_id,
+        outcome.status,
+        outcome.attempts,
+        outcome.result,
+        None if error is None else (type(error).__name__, str(error)),
+    )
+
+
+async def polled(
+    actions: list[bytes],
+    *,
+    at_once: bool,
+    ids: list[int],
+    policy: vc.PollPolicy = NOW,
+    time_limit: float = 30,
+    workers: int = 1,
+) -> tuple[list[tuple[object, ...]], int, int]:
+    """What each id's poll reported, the requests the service saw, and its connections."""
+    async with serving(actions) as (service, port):
+        client = vc.VerificationClient(
+            f"http://127.0.0.1:{port}",
+            username="tester",
+            password="tester-password",
+            retry=RETRY,
+            timeout=time_limit,
+            hooks=None if at_once else vc.Hooks(),
+        )
+        async with client:
+            with anyio.fail_after(60):
+                async with client.poll_verifications(
+                    ids, policy=policy, max_concurrency=workers
+                ) as outcomes:
+                    settled = [reported(outcome) async for outcome in outcomes]
+        await wait_for(lambda: client_sockets_to(port) == 0, "the client's sockets closed")
+    return sorted(settled, key=repr), service.requests, service.connections
+
+
+SCRIPTS: dict[str, list[bytes]] = {
+    "pending, then verified": [PENDING, PENDING, TRUE],
+    "a fault": [FAULT],
+    "503s retried": [UNAVAILABLE, UNAVAILABLE, TRUE],
+    "503s past the retries": [UNAVAILABLE],
+    "a 429, then verified": [TOO_MANY, TRUE],
+    "closed before answering": [CLOSE, TRUE],
+    "closed in the middle of an answer": [HALF, TRUE],
+    "not HTTP": [GARBAGE, TRUE],
+    "a garbled answer asked again": [GARBLED, TRUE],
+    "an answer with bytes after it": [TRUE + b"HTTP/1.1 200 OK\r\n\r\n", PENDING, TRUE],
+    "closed for good": [CLOSE],
+}
+
+# Never at once: after a 429 the client keeps a pace (every call waits its
+# turn, awaited); a service that closes every connection leaves none ready.
+AWAITED_ONLY = {"a 429, then verified", "closed for good"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("script", list(SCRIPTS))
+async def test_a_poll_reports_the_same_at_once_and_awaited(
+    script: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = AtOnceCount(monkeypatch)
+    ids = [2**33 + n for n in range(3)]
+    awaited = await polled(SCRIPTS[script], at_once=False, ids=ids)
+    assert count.started == 0
+    at_once = await polled(SCRIPTS[script], at_once=True, ids=ids)
+    assert at_once == awaited
+    if sniffio.current_async_library() == "trio" or script in AWAITED_ONLY:
+        assert count.started == 0
+    else:
+        # The first poll opens the connection the awaited way; the next go at once.
+        assert count.started >= 1
+
+
+@pytest.mark.anyio
+async def test_many_ids_on_many_connections_report_the_same_at_once_and_awaited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    count = AtOnceCount(monkeypatch)
+    ids = [2**33 + n for n in range(200)]
+    script = [PENDING, TRUE, UNAVAILABLE, TRUE, CLOSE, PENDING, TRUE, HALF] * 3 + [TRUE]
+    awaited, awaited_requests, _ = await polled(script, at_once=False, ids=ids, workers=8)
+    at_once, at_once_requests, _ = await polled(script, at_once=True, ids=ids, workers=8)
+    # Which id meets which misbehaviour depends on the order polls reach
+    # the service: the sums must agree, and every id settle.
+    assert len(at_once) == len(awaited) == 200
+    assert at_once_requests == awaited_requests
+    assert {row[1] for row in at_once} == {vc.PollStatus.VERIFIED}
+    assert sum(row[2] for row in at_once) == sum(row[2] for row in awaited)  # type: ignore[misc]
+    if sniffio.current_async_library() == "asyncio":
+        assert count.started > 100
+
+
+@pytest.mark.anyio
+async def test_an_unanswered_poll_at_once_is_cut_at_its_ids_deadline() -> None:
+    # The client's own time limit (30 s) is far off: the id's deadline cuts
+    # the attempt in flight, and the id ends TIMED_OUT as an awaited poll's does.
+    short = vc.PollPolicy(initial_delay=0, max_delay=0.001, jitter=0, timeout=0.5, retry=RETRY)
+    ids = [2**33]
+    script = [PENDING, HANG]
+    awaited = await polled(script, at_once=False, ids=ids, policy=short)
+    at_once = await polled(script, at_once=True, ids=ids, policy=short)
+    assert at_once == awaited
+    ((_, status, attempts, result, error),) = at_once[0]
+    assert status is vc.PollStatus.TIMED_OUT
+    assert attempts == 2
+    assert result == vc.VerificationResult(verified=None)
+    assert error is None
+
+
+@pytest.mark.anyio
+async def test_an_unanswered_attempt_at_once_times_out_and_is_retried() -> None:
+    # The client's time limit cuts the attempt; the retry is answered.
+    ids = [2**33]
+    script = [PENDING, HANG, TRUE]
+    awaited = await polled(script, at_once=False, ids=ids, time_limit=0.3)
+    at_once = await polled(script, at_once=True, ids=ids, time_limit=0.3)
+    assert at_once == awaited
+    ((_, status, attempts, _, _),) = at_once[0]
+    assert status is vc.PollStatus.VERIFIED
+    assert attempts == 2
+    assert at_once[1] == 3  # two polls, the second asked twice
+
+
+@pytest.mark.anyio
+async def test_leaving_a_run_with_polls_in_flight_at_once_closes_their_connections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    count = AtOnceCount(monkeypatch)
+    # Every id answered pending once (each worker's connection is then
+    # ready), then never: the polls in flight are made at once.
+    async with (
+        serving([PENDING] * 4 + [HANG]) as (service, port),
+        vc.VerificationClient(
+            f"http://127.0.0.1:{port}", username="tester", password="tester-password"
+        ) as client,
+    ):
+        with anyio.fail_after(30):
+            async with client.poll_verifications(
+                [2**33 + n for n in range(4)], policy=NOW, max_concurrency=4
+            ) as outcomes:
+                await wait_for(lambda: service.requests >= 8, "every id polled twice")
+                del outcomes
+        # Out of the run, the client still open: no poll's socket is left.
+        await wait_for(lambda: client_sockets_to(port) == 0, "the polls' sockets closed")
+    if sniffio.current_async_library() == "asyncio":
+        assert count.started >= 4
