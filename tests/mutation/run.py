@@ -121,6 +121,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_proxy.py",
             "tests/test_base_url.py",
             "tests/test_pool_opening.py",
+            "tests/test_poll_at_once.py",
         ),
     ),
     "parse": (
@@ -130,6 +131,19 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
             "tests/test_transport_bad_peers.py",
             "tests/test_transport_layer.py",
             "tests/test_reliability_tls.py",
+        ),
+    ),
+    # The poller; its polls made at once are compared with awaited ones (test_poll_at_once).
+    "polling": (
+        "verif_client/_polling.py",
+        (
+            "tests/test_poll_at_once.py",
+            "tests/test_polling.py",
+            "tests/test_poll_deadline.py",
+            "tests/test_poll_intake.py",
+            "tests/test_poll_dialects.py",
+            "-k",
+            "not cli and not bulk_run",
         ),
     ),
     "deadlines": (

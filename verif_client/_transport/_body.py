@@ -18,14 +18,22 @@ class CappedBody:
     __slots__ = ("_cap", "_chunks", "_inflate", "_operation", "_size")
 
     def __init__(self, content_encoding: str, cap: int, operation: str) -> None:
-        self._inflate = Inflater(content_encoding, operation)
+        # None for a body sent as it is (no Content-Encoding): most answers.
+        self._inflate = Inflater(content_encoding, operation) if content_encoding else None
         self._cap = cap
         self._operation = operation
         self._chunks: list[bytes] = []
         self._size = 0
 
     def feed(self, raw: bytes) -> None:
-        for chunk in self._inflate(raw, self._cap - self._size + 1):
+        inflate = self._inflate
+        if inflate is None:
+            self._size += len(raw)
+            if self._size > self._cap:
+                raise ResponseTooLargeError(self._cap, operation=self._operation)
+            self._chunks.append(raw)
+            return
+        for chunk in inflate(raw, self._cap - self._size + 1):
             self._size += len(chunk)
             if self._size > self._cap:
                 raise ResponseTooLargeError(self._cap, operation=self._operation)
