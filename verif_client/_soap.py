@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any, Final
 
 from lxml import etree
@@ -16,6 +17,8 @@ _DECLARATION: Final = '<?xml version="1.0" encoding="utf-8"?>'
 
 # Envelope head, (opening, closing) tag per parameter, tail, HTTP headers.
 _Plan = tuple[str, tuple[tuple[str, str], ...], str, tuple[tuple[str, str], ...]]
+# The credentials it was made for, the fixed text around the values, HTTP headers.
+_Frame = tuple[Credentials | None, tuple[str, ...], tuple[tuple[str, str], ...]]
 
 
 class SoapCodec(Codec):
@@ -33,31 +36,43 @@ class SoapCodec(Codec):
     def _build(
         self, op: Operation[Any], texts: tuple[str, ...], credentials: Credentials | None
     ) -> HTTPRequest:
-        # Everything but the values and the credentials is fixed per operation:
-        # built once, so a call costs one join.
+        # Everything but the values is fixed per operation and credentials:
+        # built once, so a call joins its values into the fixed pieces.
         key = (op.name, self.namespace, self.endpoint_path)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._plan(op)
-        head, tags, tail, headers = plan
-        parts = [head]
-        if credentials is not None:
-            parts.append(self._auth_header(credentials))
-        parts.append("<soap:Body>")
-        for (opening, closing), text in zip(tags, texts, strict=True):
-            parts += (opening, _xml.escape(text), closing)
-        parts.append(tail)
+        frame = self._frames.get(key)
+        if frame is None or frame[0] is not credentials:
+            frame = self._frames[key] = self._frame(op, credentials)
+        _, fixed, headers = frame
+        if len(texts) == 1:
+            text = fixed[0] + _xml.escape(texts[0]) + fixed[1]
+        else:
+            parts = [fixed[0]]
+            for value, after in zip(texts, fixed[1:], strict=True):
+                parts += (_xml.escape(value), after)
+            text = "".join(parts)
         return HTTPRequest(
             method="POST",
             path=self.endpoint_path,
             headers=headers,
-            body="".join(parts).encode("utf-8"),
+            body=text.encode("utf-8"),
         )
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self._plans: dict[tuple[str, str, str], _Plan] = {}
+        self._frames: dict[tuple[str, str, str], _Frame] = {}
         self._auth: tuple[Credentials, str, str] | None = None
+
+    def _frame(self, op: Operation[Any], credentials: Credentials | None) -> _Frame:
+        """The text before, between and after the values of ``op``'s parameters."""
+        head, tags, tail, headers = self._plan(op)
+        first = head + ("" if credentials is None else self._auth_header(credentials))
+        first += "<soap:Body>"
+        if not tags:
+            return credentials, (first + tail,), headers
+        fixed = [first + tags[0][0]]
+        fixed += (closing + opening for (_, closing), (opening, _) in pairwise(tags))
+        fixed.append(tags[-1][1] + tail)
+        return credentials, tuple(fixed), headers
 
     def _plan(self, op: Operation[Any]) -> _Plan:
         ns = _xml.escape_attr(self.namespace)
