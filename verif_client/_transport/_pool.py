@@ -34,8 +34,8 @@ import select
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, Final, overload
 from urllib.parse import unquote, urlsplit
 
 import anyio
@@ -163,6 +163,49 @@ def _transport_of(stream: object) -> object:
     return None
 
 
+class _Headers(Sequence[tuple[str, str]]):
+    """An answer's headers as the codec takes them (str pairs), decoded when
+    first looked at: an answer the client has decoded before (its answer
+    cache, which most polls hit) never is."""
+
+    __slots__ = ("_decoded", "_raw")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self._raw = raw
+        self._decoded: list[tuple[str, str]] | None = None
+
+    def _items(self) -> list[tuple[str, str]]:
+        decoded = self._decoded
+        if decoded is None:
+            decoded = self._decoded = [
+                (name.decode("latin-1"), value.decode("latin-1")) for name, value in self._raw
+            ]
+        return decoded
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, str]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, str]]: ...
+    def __getitem__(self, index: int | slice) -> tuple[str, str] | list[tuple[str, str]]:
+        return self._items()[index]
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Headers):
+            other = other._items()
+        return isinstance(other, list | tuple) and self._items() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._items())
+
+
 # Called with the answer, what ``send`` would raise, or None when cut at the caller's own time.
 AnswerCallback = Callable[[Any, "Answer | Exception | None"], None]
 
@@ -218,8 +261,7 @@ class _Attempt:
         if answer.complete:
             head = answer.headers
             assert head is not None
-            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in head]
-            return answer.status, headers, body.value()
+            return answer.status, _Headers(head), body.value()
         if not data:  # pragma: no cover - both readers end or refuse at a close
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
