@@ -303,17 +303,33 @@ class PollStream(Generic[_O]):
             raise RuntimeError("the input of this poll run is closed")
         self._watch(request_id, timeout)
 
-    def _watch(self, request_id: int, timeout: float | None = None) -> None:
+    def _watch(
+        self, request_id: int, timeout: float | None = None, *, hand_over: bool = False
+    ) -> _Watch | None:
+        """Watch ``request_id`` for each kind. With ``hand_over``, the first
+        watch due at once is returned, not scheduled, if nothing in the heap
+        is due: it would be the next popped."""
         now = self._now()
         if timeout is None:
             timeout = self._policy.timeout
+        handed = None
         for kind in self._kinds:
             watch = _Watch(request_id, kind, now, timeout)
             self._active += 1
-            self._schedule(watch, now + self._policy.delay(1, self._rng))
+            due = now + self._policy.delay(1, self._rng)
+            if (
+                hand_over
+                and handed is None
+                and min(due, watch.deadline) <= now
+                and not (self._heap and self._heap[0][0] <= now)
+            ):
+                handed = watch
+            else:
+                self._schedule(watch, due)
             if self._hooks is not None:
                 # The timeout as given: (now + timeout) - now is not always it in floats.
                 self._hooks.poll_added(self, kind.operation.name, request_id, timeout)
+        return handed
 
     def close_input(self) -> None:
         """No more ids will be added: the stream ends once the last settles
@@ -326,8 +342,10 @@ class PollStream(Generic[_O]):
         """Ids (per kind) taken from the input and not yet settled."""
         return self._active
 
-    def _take(self) -> bool:
-        """Take the next id from the caller's iterable, if the run has room for it.
+    def _take(self) -> _Watch | bool:
+        """Take the next id from the caller's iterable, if the run has room for
+        it: False if none was taken, else its watch if due at once (not put in
+        the heap, see _watch), or True.
 
         Called by a worker with nothing due: with no initial delay the id it
         takes is due at once and that worker polls it, so ids leave the
@@ -346,8 +364,7 @@ class PollStream(Generic[_O]):
                 # Raised to the caller once what was taken has settled.
                 self._source_error = exc
             return False
-        self._watch(request_id)
-        return True
+        return self._watch(request_id, hand_over=True) or True
 
     def _next_due(self) -> _Watch | None:
         """A watch due now: from the heap, else a new id from the caller's iterable."""
@@ -356,7 +373,10 @@ class PollStream(Generic[_O]):
         while True:
             if heap and heap[0][0] <= clock():
                 return heapq.heappop(heap)[2]
-            if not self._take():
+            taken = self._take()
+            if isinstance(taken, _Watch):
+                return taken
+            if not taken:
                 return None
 
     def _schedule(self, watch: _Watch, due: float) -> None:
