@@ -19,7 +19,7 @@ import anyio.abc
 import asmx
 import pytest
 import sniffio
-from relsupport import client_sockets_to, wait_for
+from relsupport import WITH_UVLOOP, client_sockets_to, wait_for
 
 import verif_client as vc
 from verif_client._transport._pool import ConnectionPool
@@ -190,9 +190,10 @@ AWAITED_ONLY = {"a 429, then verified", "closed for good"}
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", WITH_UVLOOP)
 @pytest.mark.parametrize("script", list(SCRIPTS))
 async def test_a_poll_reports_the_same_at_once_and_awaited(
-    script: str, monkeypatch: pytest.MonkeyPatch
+    script: str, monkeypatch: pytest.MonkeyPatch, answer_parser: str
 ) -> None:
     count = AtOnceCount(monkeypatch)
     ids = [2**33 + n for n in range(3)]
