@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import asmx
+import attrs
 import pytest
 import sniffio
 from relsupport import WITH_UVLOOP, client_sockets_to, wait_for
@@ -149,6 +150,7 @@ async def polled(
     policy: vc.PollPolicy = NOW,
     time_limit: float = 30,
     workers: int = 1,
+    retry: vc.RetryPolicy = RETRY,
 ) -> tuple[list[tuple[object, ...]], int, int]:
     """What each id's poll reported, the requests the service saw, and its connections."""
     async with serving(actions) as (service, port):
@@ -156,7 +158,7 @@ async def polled(
             f"http://127.0.0.1:{port}",
             username="tester",
             password="tester-password",
-            retry=RETRY,
+            retry=retry,
             timeout=time_limit,
             hooks=None if at_once else vc.Hooks(),
         )
@@ -281,3 +283,39 @@ async def test_leaving_a_run_with_polls_in_flight_at_once_closes_their_connectio
         await wait_for(lambda: client_sockets_to(port) == 0, "the polls' sockets closed")
     if sniffio.current_async_library() == "asyncio":
         assert count.started >= 4
+
+
+ONE_ATTEMPT = vc.RetryPolicy(attempts=1)
+# What the second poll (made at once, on the first poll's connection) meets,
+# and the words its one attempt fails with.
+LAST_WORDS = {
+    "closed before answering": (CLOSE, "Server disconnected without sending a response"),
+    "closed in the middle of an answer": (HALF, "peer closed connection"),
+    "not HTTP": (GARBAGE, "RemoteProtocolError"),
+    "no answer in time": (HANG, "Timeout: no complete answer within 0.3 s"),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", WITH_UVLOOP)
+@pytest.mark.parametrize("failure", list(LAST_WORDS))
+async def test_a_poll_whose_one_attempt_fails_at_once_fails_with_its_words(
+    failure: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = AtOnceCount(monkeypatch)
+    action, words = LAST_WORDS[failure]
+    ids = [2**33]
+    options: dict[str, Any] = {"ids": ids, "retry": ONE_ATTEMPT, "time_limit": 0.3}
+    policy = attrs.evolve(NOW, retry=ONE_ATTEMPT)
+    awaited = await polled([PENDING, action], at_once=False, policy=policy, **options)
+    at_once = await polled([PENDING, action], at_once=True, policy=policy, **options)
+    assert at_once == awaited
+    ((_, status, attempts, result, error),) = at_once[0]
+    assert status is vc.PollStatus.FAILED
+    assert attempts == 2
+    assert result == vc.VerificationResult(verified=None)
+    assert error is not None
+    assert error[0] == "TransportError"
+    assert words in error[1]
+    if sniffio.current_async_library() == "asyncio":
+        assert count.started == 1
