@@ -163,12 +163,14 @@ async def polled(
             hooks=None if at_once else vc.Hooks(),
         )
         async with client:
-            with anyio.fail_after(60):
+            with anyio.fail_after(20):
                 async with client.poll_verifications(
                     ids, policy=policy, max_concurrency=workers
                 ) as outcomes:
                     settled = [reported(outcome) async for outcome in outcomes]
-        await wait_for(lambda: client_sockets_to(port) == 0, "the client's sockets closed")
+        await wait_for(
+            lambda: client_sockets_to(port) == 0, "the client's sockets closed", limit=10
+        )
     return sorted(settled, key=repr), service.requests, service.connections
 
 
@@ -273,14 +275,14 @@ async def test_leaving_a_run_with_polls_in_flight_at_once_closes_their_connectio
             f"http://127.0.0.1:{port}", username="tester", password="tester-password"
         ) as client,
     ):
-        with anyio.fail_after(30):
+        with anyio.fail_after(20):
             async with client.poll_verifications(
                 [2**33 + n for n in range(4)], policy=NOW, max_concurrency=4
             ) as outcomes:
-                await wait_for(lambda: service.requests >= 8, "every id polled twice")
+                await wait_for(lambda: service.requests >= 8, "every id polled twice", limit=10)
                 del outcomes
         # Out of the run, the client still open: no poll's socket is left.
-        await wait_for(lambda: client_sockets_to(port) == 0, "the polls' sockets closed")
+        await wait_for(lambda: client_sockets_to(port) == 0, "the polls' sockets closed", limit=10)
     if sniffio.current_async_library() == "asyncio":
         assert count.started >= 4
 
