@@ -61,6 +61,7 @@ HANG = b"hang"
 GARBAGE = b"NOT HTTP AT ALL\r\n\r\n"
 HALF = TRUE[: len(TRUE) - 40]
 GARBLED = TRUE[:-60] + b"<<<" + b"x" * 57
+TOO_BIG = b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n"
 
 
 class Scripted:
@@ -138,7 +139,7 @@ def reported(outcome: vc.VerificationOutcome) -> tuple[object, ...]:
         outcome.status,
         outcome.attempts,
         outcome.result,
-        None if error is None else (type(error).__name__, str(error)),
+        None if error is None else (type(error).__name__, str(error), error.operation),
     )
 
 
@@ -168,6 +169,14 @@ async def polled(
                     ids, policy=policy, max_concurrency=workers
                 ) as outcomes:
                     settled = [reported(outcome) async for outcome in outcomes]
+            # Every connection the pool counts is open, and every one open is counted.
+            pool = client._connections
+            assert isinstance(pool, ConnectionPool)
+            await wait_for(
+                lambda: client_sockets_to(port) == pool.open_connections,
+                "the pool's connections are the sockets open",
+                limit=10,
+            )
         await wait_for(
             lambda: client_sockets_to(port) == 0, "the client's sockets closed", limit=10
         )
@@ -186,6 +195,7 @@ SCRIPTS: dict[str, list[bytes]] = {
     "a garbled answer asked again": [GARBLED, TRUE],
     "an answer with bytes after it": [TRUE + b"HTTP/1.1 200 OK\r\n\r\n", PENDING, TRUE],
     "closed for good": [CLOSE],
+    "an answer over the size cap": [PENDING, TOO_BIG],
 }
 
 # Never at once: after a 429 the client keeps a pace (every call waits its
@@ -245,6 +255,22 @@ async def test_an_unanswered_poll_at_once_is_cut_at_its_ids_deadline() -> None:
     assert status is vc.PollStatus.TIMED_OUT
     assert attempts == 2
     assert result == vc.VerificationResult(verified=None)
+    assert error is None
+
+
+@pytest.mark.anyio
+async def test_a_polls_one_attempt_cut_at_its_ids_deadline_ends_timed_out() -> None:
+    # With no attempt left to retry in, the cut is still the id's deadline
+    # (TIMED_OUT), not the attempt's own time limit (a TransportError).
+    one = vc.RetryPolicy(attempts=1)
+    short = vc.PollPolicy(initial_delay=0, max_delay=0.001, jitter=0, timeout=0.5, retry=one)
+    options: dict[str, Any] = {"ids": [2**33], "policy": short, "retry": one}
+    awaited = await polled([PENDING, HANG], at_once=False, **options)
+    at_once = await polled([PENDING, HANG], at_once=True, **options)
+    assert at_once == awaited
+    ((_, status, attempts, _, error),) = at_once[0]
+    assert status is vc.PollStatus.TIMED_OUT
+    assert attempts == 2
     assert error is None
 
 
@@ -321,3 +347,18 @@ async def test_a_poll_whose_one_attempt_fails_at_once_fails_with_its_words(
     assert words in error[1]
     if sniffio.current_async_library() == "asyncio":
         assert count.started == 1
+
+
+@pytest.mark.anyio
+async def test_an_attempt_at_once_leaves_no_deadline_behind_on_its_connection() -> None:
+    # Polls 0.8 s apart on one kept connection, each attempt allowed 0.5 s:
+    # a deadline left behind by the second would cut the third, on the same
+    # connection, the moment its answer came (a new connection, a retry).
+    apart = vc.PollPolicy(initial_delay=0.8, multiplier=1, max_delay=0.8, jitter=0, timeout=30)
+    options: dict[str, Any] = {"ids": [2**33], "policy": apart, "time_limit": 0.5}
+    awaited = await polled([PENDING, PENDING, TRUE], at_once=False, **options)
+    at_once = await polled([PENDING, PENDING, TRUE], at_once=True, **options)
+    assert at_once == awaited
+    settled, requests, connections = at_once
+    assert [row[1:3] for row in settled] == [(vc.PollStatus.VERIFIED, 3)]
+    assert (requests, connections) == (3, 1)
