@@ -62,6 +62,9 @@ GARBAGE = b"NOT HTTP AT ALL\r\n\r\n"
 HALF = TRUE[: len(TRUE) - 40]
 GARBLED = TRUE[:-60] + b"<<<" + b"x" * 57
 TOO_BIG = b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n"
+FALSE = answer(asmx.response(SOAP, VERIFIED_OP, "<Verified>false</Verified>"))
+# An answer after which the service closes the connection, as it said it would.
+TRUE_CLOSING = TRUE.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
 
 
 class Scripted:
@@ -100,7 +103,7 @@ class Scripted:
                 if action == CLOSE:
                     return
                 await stream.send(action)
-                if action is HALF or action == GARBAGE:
+                if action is HALF or action == GARBAGE or action is TRUE_CLOSING:
                     return
 
 
@@ -196,6 +199,8 @@ SCRIPTS: dict[str, list[bytes]] = {
     "an answer with bytes after it": [TRUE + b"HTTP/1.1 200 OK\r\n\r\n", PENDING, TRUE],
     "closed for good": [CLOSE],
     "an answer over the size cap": [PENDING, TOO_BIG],
+    "a plain false, pending on a bool service": [TRUE, FALSE, TRUE],
+    "answers that close their connection": [PENDING, TRUE_CLOSING, TRUE],
 }
 
 # Never at once: after a 429 the client keeps a pace (every call waits its
