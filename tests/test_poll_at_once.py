@@ -367,3 +367,21 @@ async def test_an_attempt_at_once_leaves_no_deadline_behind_on_its_connection() 
     settled, requests, connections = at_once
     assert [row[1:3] for row in settled] == [(vc.PollStatus.VERIFIED, 3)]
     assert (requests, connections) == (3, 1)
+
+
+@pytest.mark.anyio
+async def test_a_poll_due_at_its_ids_deadline_is_cut_at_once() -> None:
+    # Pending for ever: the last poll is due at the id's deadline itself, and
+    # it is cut there, never sent (how many polls came before depends on the
+    # machine's pace, so only the ending is compared).
+    pending = vc.PollPolicy(initial_delay=0.1, multiplier=1, max_delay=0.1, jitter=0, timeout=0.35)
+    for at_once in (False, True):
+        settled, requests, _ = await polled([PENDING], at_once=at_once, ids=[2**33], policy=pending)
+        ((_, status, attempts, result, error),) = settled
+        assert status is vc.PollStatus.TIMED_OUT
+        assert error is None
+        assert result == vc.VerificationResult(verified=None)
+        if sniffio.current_async_library() == "asyncio":
+            # The last poll, due at the deadline, never left (trio's scopes
+            # take an expired deadline at the scheduler's next pass).
+            assert requests == attempts - 1
