@@ -800,10 +800,7 @@ class VerificationClient:
                 attempt += 1
                 # The clock is read once for the first attempt.
                 began = started if attempt == 1 else clock()
-                # One deadline per attempt, and no attempt, the first included,
-                # outlives the call's deadline.
-                left = policy.deadline - (began - started)
-                time_limit = max(0.0, min(self.timeout, left))
+                time_limit = self._time_limit(policy, began - started)
                 try:
                     if first is not None:
                         given, first = first, None
@@ -890,6 +887,11 @@ class VerificationClient:
         except VerifClientError as exc:
             self._scrub.error(exc)
             raise
+
+    def _time_limit(self, policy: RetryPolicy, spent: float) -> float:
+        """An attempt's time: one deadline per attempt, and no attempt, the
+        first included, outlives the call's deadline (``spent`` of it gone)."""
+        return max(0.0, min(self.timeout, policy.deadline - spent))
 
     def _admitted_at_once(self, limiter: anyio.Semaphore) -> bool:
         """Take a connection slot now if nothing must be waited for first.
@@ -1028,17 +1030,12 @@ class _CallsAtOnce:
         limiter = client._limiter
         clock = client._clock
         if (
-            client._rate is not None
-            or client.rate_limit is not None
-            or client._closed
+            client._closed
             or limiter is None
             or clock is None
             or not isinstance(pool, ConnectionPool)
+            or not client._admitted_at_once(limiter)
         ):
-            return None
-        try:
-            limiter.acquire_nowait()
-        except anyio.WouldBlock:
             return None
         codec = client._codecs[client.binding]
         try:
@@ -1050,7 +1047,7 @@ class _CallsAtOnce:
         call = _CallAtOnce(client, op, codec, limiter, clock(), done, context)
         attempt = pool.send_at_once(
             request,
-            time_limit=max(0.0, min(client.timeout, retry.deadline)),
+            time_limit=client._time_limit(retry, 0.0),
             cut_at=cut_at,
             max_response_bytes=client.max_response_bytes,
             operation=op.name,
@@ -1098,21 +1095,21 @@ class _CallAtOnce:
 
 def _answered_at_once(call: _CallAtOnce, outcome: Answer | Exception | None) -> None:
     call.limiter.release()
-    if outcome is not None:
-        if not isinstance(outcome, Exception):
-            client = call.client
-            status, headers, body = outcome
-            try:
-                result = client._decode(call.codec, call.op, status, headers, body)
-            except Exception:
-                pass  # decoded again, and judged, by the retry loop
-            else:
-                client._log(call.op, client.binding, status, call.began, 1, None)
-                call.done(call.context, result)
-                return
-        call.done(call.context, FirstAttempt(call.began, outcome))
+    if outcome is None:
+        call.done(call.context, None)  # cut at the caller's own deadline
         return
-    call.done(call.context, None)
+    if not isinstance(outcome, Exception):
+        client = call.client
+        status, headers, body = outcome
+        try:
+            result = client._decode(call.codec, call.op, status, headers, body)
+        except Exception:
+            pass  # decoded again, and raised, by the retry loop
+        else:
+            client._log(call.op, client.binding, status, call.began, 1, None)
+            call.done(call.context, result)
+            return
+    call.done(call.context, FirstAttempt(call.began, outcome))
 
 
 def _check_number(option: str, value: object, *, integer: bool = False) -> None:

@@ -111,8 +111,7 @@ class _Connection:
 
     async def close(self) -> None:
         if self.stream is None:
-            assert self.receiver is not None
-            self.receiver.abort()
+            self.close_now()
             # The loop closes the socket on its next pass: closed when this
             # returns, as anyio's forceful close of a stream is, cancelled or not.
             await anyio.lowlevel.cancel_shielded_checkpoint()
