@@ -63,14 +63,17 @@ HALF = TRUE[: len(TRUE) - 40]
 GARBLED = TRUE[:-60] + b"<<<" + b"x" * 57
 TOO_BIG = b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n"
 FALSE = answer(asmx.response(SOAP, VERIFIED_OP, "<Verified>false</Verified>"))
+# The same answer in 16-byte pieces a few milliseconds apart (a slow peer:
+# the head and the body are read in many events, each taken as it comes).
+TRICKLED = b"trickle"
 # An answer after which the service closes the connection, as it said it would.
 TRUE_CLOSING = TRUE.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
 
 
 class Scripted:
     """A raw HTTP/1.1 service: its n-th request (from 0) gets ``actions[n]``
-    (bytes to send, or CLOSE, HANG, HALF: send that much and close); the
-    last action repeats."""
+    (bytes to send, or CLOSE, HANG, TRICKLED: TRUE a piece at a time, HALF:
+    send that much and close); the last action repeats."""
 
     def __init__(self, actions: list[bytes]) -> None:
         self.actions = actions
@@ -102,6 +105,11 @@ class Scripted:
                     await anyio.sleep_forever()
                 if action == CLOSE:
                     return
+                if action == TRICKLED:
+                    for at in range(0, len(TRUE), 16):
+                        await stream.send(TRUE[at : at + 16])
+                        await anyio.sleep(0.002)
+                    continue
                 await stream.send(action)
                 if action is HALF or action == GARBAGE or action is TRUE_CLOSING:
                     return
@@ -201,6 +209,7 @@ SCRIPTS: dict[str, list[bytes]] = {
     "an answer over the size cap": [PENDING, TOO_BIG],
     "a plain false, pending on a bool service": [TRUE, FALSE, TRUE],
     "answers that close their connection": [PENDING, TRUE_CLOSING, TRUE],
+    "an answer that trickles in": [PENDING, TRICKLED, PENDING, TRICKLED],
 }
 
 # Never at once: after a 429 the client keeps a pace (every call waits its
