@@ -646,18 +646,39 @@ class VerificationClient:
         except VerifClientError as exc:
             if not scrub:
                 raise
-            original = exc
+            failure = self._masked_failure(codec, op, status, headers, body, exc)
         else:
             if scrub:
                 result = scrub.result(result)
             if key is not None:
                 self._answers.put(key, result)
             return result
+        # Raised out of the except block, so that the unmasked failure is not
+        # its __context__; and not kept, since its traceback holds this frame:
+        # the two would make a cycle that keeps the whole call alive until the
+        # collector's oldest generation finds it.
+        try:
+            raise failure from None
+        finally:
+            del failure
+
+    def _masked_failure(
+        self,
+        codec: Codec,
+        op: Operation[Any],
+        status: int,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        failure: VerifClientError,
+    ) -> VerifClientError:
+        """What the failure says when decoded again from a masked body."""
+        scrub = self._scrub
+        assert scrub is not None  # only called with one
         try:
             codec.decode(op, status, headers, scrub.body(body))
         except VerifClientError as exc:
-            raise scrub.error(exc) from None
-        raise scrub.error(original) from None
+            return scrub.error(exc)
+        return scrub.error(failure)
 
     # -- polling -------------------------------------------------------------
 
@@ -796,6 +817,7 @@ class VerificationClient:
             attempt = 0
             # A retried attempt is the same request, already recorded: the hook runs once.
             hook = _once(before_send) if before_send is not None else None
+            failure: VerifClientError | None = None
             while True:
                 attempt += 1
                 # The clock is read once for the first attempt.
@@ -824,7 +846,6 @@ class VerificationClient:
                     result = self._decode(codec, op, status, headers, body)
                 except SendError as exc:
                     never_sent = exc.never_sent
-                    failure: VerifClientError
                     if isinstance(exc, ProxyRefused):
                         failure = ProxyError(
                             str(exc),
@@ -887,6 +908,10 @@ class VerificationClient:
         except VerifClientError as exc:
             self._scrub.error(exc)
             raise
+        finally:
+            # A failure's traceback holds this frame: kept in it, the two
+            # would be a cycle, left to the collector's oldest generation.
+            failure = None
 
     def _time_limit(self, policy: RetryPolicy, spent: float) -> float:
         """An attempt's time: one deadline per attempt, and no attempt, the

@@ -592,6 +592,9 @@ class PollStream(Generic[_O]):
                 error, status = _unforeseen(watch, exc), PollStatus.FAILED
             break
         self._polled(watch, status, error, cut=False)
+        # The error's traceback holds this frame: kept here, the two would be
+        # a cycle that outlives the outcome until the collector finds it.
+        del error
 
     def _polled(
         self, watch: _Watch, status: PollStatus | None, error: VerifClientError | None, *, cut: bool

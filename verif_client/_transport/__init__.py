@@ -29,14 +29,23 @@ class FirstAttempt:
 
     def __init__(self, began: float, outcome: Answer | Exception) -> None:
         self.began = began
-        self.outcome = outcome
+        self.outcome: Answer | Exception | None = outcome
 
     def answer(self) -> Answer:
-        """The answer, or the attempt's error raised."""
+        """The answer, or the attempt's error raised (once)."""
         outcome = self.outcome
-        if isinstance(outcome, Exception):
+        if outcome is None:
+            raise RuntimeError("a first attempt's error is taken once")
+        if not isinstance(outcome, Exception):
+            return outcome
+        # Held here no more: the error's traceback holds the frames it goes
+        # through, and any that holds this attempt (or the error) would make
+        # a cycle that outlives the call until the collector finds it.
+        self.outcome = None
+        try:
             raise outcome
-        return outcome
+        finally:
+            del outcome
 
 
 class SendError(Exception):
