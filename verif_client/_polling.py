@@ -59,7 +59,7 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._clock import loop_backend, loop_clock
+from ._clock import cancel_pending, loop_backend, loop_clock
 from ._compat import TypeVar
 from ._errors import DecodeError, HTTPStatusError, VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
@@ -756,7 +756,7 @@ class _Settled(AsyncIterator[_O]):
     stream is awaited only when it is empty.
     """
 
-    __slots__ = ("_checkpoint_if_cancelled", "_results", "_stream")
+    __slots__ = ("_cancel_pending", "_checkpoint_if_cancelled", "_results", "_stream")
 
     def __init__(self, stream: PollStream[_O]) -> None:
         self._stream = stream
@@ -764,12 +764,17 @@ class _Settled(AsyncIterator[_O]):
         # Looked up at the first step, on the loop (the sync client calls
         # __aiter__ from its own thread).
         self._checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
+        self._cancel_pending: Callable[[], bool] | None = None
 
     async def __anext__(self) -> _O:
-        check = self._checkpoint_if_cancelled
-        if check is None:
-            check = self._checkpoint_if_cancelled = loop_backend().checkpoint_if_cancelled
-        await check()
+        pending = self._cancel_pending
+        if pending is None:
+            pending = self._cancel_pending = cancel_pending()
+            self._checkpoint_if_cancelled = loop_backend().checkpoint_if_cancelled
+        if pending():
+            check = self._checkpoint_if_cancelled
+            assert check is not None
+            await check()
         try:
             return self._results.receive_nowait()
         except anyio.WouldBlock:
