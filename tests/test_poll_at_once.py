@@ -428,8 +428,17 @@ def _collected() -> Counter[str]:
     return found - Counter({"LlhttpAnswer": 10**6})
 
 
+# Every id meets the failure on a kept connection, its first attempt made at
+# once (in "an answer over the size cap" only the first id does: the answer
+# closes the connection, and later ids find none ready).
+KEPT_FAILING = {
+    "answers over the size cap, each on a kept connection": [PENDING, TOO_BIG] * 30,
+    "faults, each on a kept connection": [PENDING, FAULT] * 30,
+}
+
+
 @pytest.mark.anyio
-@pytest.mark.parametrize("script", list(SCRIPTS))
+@pytest.mark.parametrize("script", [*SCRIPTS, *KEPT_FAILING])
 async def test_a_poll_at_once_leaves_nothing_to_the_collector(script: str) -> None:
     # Each poll's objects must be freed when it is answered, not left in a
     # cycle: a cycle lives on, poll after poll, until the collector's oldest
@@ -443,7 +452,8 @@ async def test_a_poll_at_once_leaves_nothing_to_the_collector(script: str) -> No
     try:
         for at_once in (True, False):
             for ids in (3, 12):
-                await polled(SCRIPTS[script], at_once=at_once, ids=[2**33 + n for n in range(ids)])
+                actions = SCRIPTS.get(script) or KEPT_FAILING[script]
+                await polled(actions, at_once=at_once, ids=[2**33 + n for n in range(ids)])
                 found.append(_collected())
     finally:
         gc.enable()

@@ -53,6 +53,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "ratelimit": ("verif_client/_ratelimit.py", ("tests/test_rate_limit.py",)),
+    "clock": ("verif_client/_clock.py", ("tests/test_clock.py", "tests/test_poll_cancel.py")),
     "retry": (
         "verif_client/_retry.py",
         ("tests/test_retry_policy.py", "tests/test_client_failures.py", "tests/test_public_api.py"),
