@@ -244,12 +244,14 @@ def tls_front(context: ssl.SSLContext, upstream: int) -> Iterator[int]:
             tls.close()
             return
         with tls, socket.create_connection(("127.0.0.1", upstream)) as plain:
+            upstreams.append(plain)
             back = threading.Thread(target=pump, args=(plain, tls), daemon=True)
             back.start()
             pump(tls, plain)
             back.join()
 
     served: list[threading.Thread] = []
+    upstreams: list[socket.socket] = []
 
     def accept() -> None:
         with suppress(OSError):
@@ -267,6 +269,12 @@ def tls_front(context: ssl.SSLContext, upstream: int) -> Iterator[int]:
         listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         acceptor.join(timeout=10)
+        # The upstream is served on the event loop this teardown blocks: its
+        # side of a connection would never close, and each join would wait
+        # out its 10 s.
+        for plain in upstreams:
+            with suppress(OSError):
+                plain.shutdown(socket.SHUT_RDWR)
         for thread in served:
             thread.join(timeout=10)
         assert not acceptor.is_alive()
