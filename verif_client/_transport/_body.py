@@ -12,6 +12,17 @@ def check_declared_length(declared: str | None, cap: int, operation: str) -> Non
         raise ResponseTooLargeError(cap, operation=operation)
 
 
+def whole_body(chunks: list[bytes], cap: int, operation: str) -> bytes:
+    """A body that came whole, as it was sent (no Content-Encoding), under
+    the cap: what a CappedBody fed ``chunks`` returns, without one. Takes the
+    chunks (the list is left empty)."""
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    chunks.clear()
+    if len(body) > cap:
+        raise ResponseTooLargeError(cap, operation=operation)
+    return body
+
+
 class CappedBody:
     """Raw bytes in, at most ``cap`` bytes of decoded body out, else ResponseTooLargeError."""
 

@@ -48,7 +48,7 @@ from .._codec import HTTPRequest
 from .._errors import VerifClientError
 from .._inflate import ACCEPT_ENCODING
 from . import Answer, SendError, _parse
-from ._body import CappedBody, check_declared_length
+from ._body import CappedBody, check_declared_length, whole_body
 from ._deadlines import Deadlines, deadlines_for
 from ._proxy import Proxy, ProxyRefused, open_tunnel
 from ._receiver import AsyncioReceiver, AttemptCut
@@ -251,6 +251,10 @@ class _Attempt:
                     check_declared_length(value.decode("latin-1"), self.cap, self.operation)
                 elif name == b"content-encoding":
                     encoding = value.decode("latin-1")
+            if not encoding and answer.complete:
+                # The usual poll answer: whole in one read, and sent as it is.
+                body_bytes = whole_body(answer.chunks, self.cap, self.operation)
+                return answer.status, _Headers(answer.headers), body_bytes
             body = self.body = CappedBody(encoding, self.cap, self.operation)
         chunks = answer.chunks
         if chunks:
