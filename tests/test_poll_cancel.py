@@ -128,3 +128,24 @@ async def test_the_check_in_a_task_anyio_never_saw() -> None:
 async def _ask(pending: Any) -> bool:
     answer: bool = pending()
     return answer
+
+
+async def test_the_check_outside_any_task() -> None:
+    if sniffio.current_async_library() != "asyncio":
+        pytest.skip("asyncio runs callbacks outside tasks")
+    import asyncio
+
+    pending = cancel_pending()
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[bool] = loop.create_future()
+    # From one of the loop's callbacks there is no task: anyio's check returns
+    # at once, and so must this, first asked there or after a task was seen.
+    loop.call_soon(lambda: answered.set_result(pending()))
+    assert await answered is False
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        assert pending() is True
+        seen: asyncio.Future[bool] = loop.create_future()
+        loop.call_soon(lambda: seen.set_result(pending()))
+        await asyncio.shield(seen)
+    assert seen.result() is False

@@ -125,6 +125,8 @@ class _AsyncioCancelPending:
 
     def __call__(self) -> bool:
         task = self._current_task(self._loop)  # type: ignore[arg-type]
+        if task is None:
+            return False  # outside any task, as anyio's check returns at once
         if task is not self._task:
             # A task's state, once made, stays for its life: kept for the next call.
             state = self._task_states.get(task)
