@@ -459,3 +459,28 @@ async def test_a_poll_at_once_leaves_nothing_to_the_collector(script: str) -> No
         gc.enable()
     assert found[1] == found[0]
     assert found[3] == found[2]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", WITH_UVLOOP)
+async def test_leaving_a_run_with_polls_in_flight_at_once_leaves_no_attempt_behind() -> None:
+    # Cancelled polls (Ctrl-C, a caller's deadline) end their attempts
+    # unheard: the attempt must let go of its call then too. (Each worker's
+    # frames stay in the collector's hands once: a cancellation's traceback
+    # holds them, once per run, not per poll.)
+    gc.collect()
+    gc.disable()
+    try:
+        async with (
+            serving([PENDING] * 8 + [HANG]) as (service, port),
+            vc.VerificationClient(f"http://127.0.0.1:{port}") as client,
+        ):
+            with anyio.fail_after(20):
+                async with client.poll_verifications(
+                    [2**33 + n for n in range(8)], policy=NOW, max_concurrency=8
+                ):
+                    await wait_for(lambda: service.requests >= 16, "every id polled twice")
+        left = _collected()
+    finally:
+        gc.enable()
+    assert left["AttemptAtOnce"] == left["_CallAtOnce"] == 0
