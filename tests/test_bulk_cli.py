@@ -427,6 +427,21 @@ def test_a_forced_encoding_runs_the_rows_that_decode(
     assert "different input" in message
 
 
+def test_a_job_is_bound_to_its_question(tmp_path: Path, simulator: tuple[Simulator, str]) -> None:
+    sim, base_url = simulator
+    job = Job(tmp_path, base_url, ["5125550100", "5125550101"], "soap11")
+    finish(job.start(), 0)
+    # The same input asking something else is another job: refused in one line.
+    message = finish(job.start("--question", "Did you ask to pay $2,500?"), 3)
+    assert message.count("\n") == 1
+    assert "another --question" in message
+    # The job's own question joins it (finished: nothing is sent again).
+    finish(job.start(), 0)
+    asked = {call.params["ConfirmationQuestion"] for call in sim.calls(SEND)}
+    assert asked == {"Is this you?"}
+    assert len(sim.calls(SEND)) == 2
+
+
 MISTAKES = [
     # (argv, environment, exit status, words the one line must hold)
     (["bulk", "run", "--journal", "new.sqlite", "--output", "o.jsonl"], {}, 2, "needs --input"),

@@ -660,6 +660,7 @@ def _temporal_location(location: str) -> Any:
 
 
 async def _worker(args: argparse.Namespace) -> int:
+    from .bulk._runner import library_error_unwrapped
     from .bulk._temporal import serve
 
     if not is_temporal(args.journal):
@@ -668,11 +669,16 @@ async def _worker(args: argparse.Namespace) -> int:
     stopper = Stopper(grace=args.grace)
     display = ProgressDisplay()
     signals = _Signals(stopper, display)
-    async with _client(args) as client, anyio.create_task_group() as tg:
-        tg.start_soon(signals.watch)
+
+    def ready() -> None:
         print(f"verif-client: serving {safe(location.where())}; Ctrl-C stops", file=sys.stderr)
-        await serve(location, client, args.concurrency, stopper)
-        tg.cancel_scope.cancel()
+
+    # A server that cannot be reached, a namespace it does not have: one line.
+    with library_error_unwrapped():
+        async with _client(args) as client, anyio.create_task_group() as tg:
+            tg.start_soon(signals.watch)
+            await serve(location, client, args.concurrency, stopper, on_ready=ready)
+            tg.cancel_scope.cancel()
     return signals.exit_status
 
 

@@ -22,7 +22,7 @@ from .._operations import SEND_CONFIRMATION_SMS
 from .._service import Binding
 from .._terminal import safe
 from ._job import BulkOptions, InputRow
-from ._journal import Journal, different_input_error
+from ._journal import Journal, JournalError, different_input_error
 
 _SEND: Final = SEND_CONFIRMATION_SMS
 
@@ -184,6 +184,23 @@ def digest(data: bytes, encoding: str | None = None) -> str:
     return hashlib.sha256(identity).hexdigest()
 
 
+def question_digest(question: str | None) -> str:
+    """What the job asks rows without a question of their own (a digest: it is
+    recorded where the rows' numbers may not be, e.g. a Temporal memo)."""
+    text = "\0none" if question is None else question
+    return hashlib.sha256(b"verif-client question\0" + text.encode()).hexdigest()[:32]
+
+
+def different_question_error() -> JournalError:
+    return JournalError(
+        "this job was loaded with another --question; give the job's own question "
+        "(or none, to join without --input) or use a new --journal"
+    )
+
+
+_QUESTION_MARK = " question="
+
+
 def load_input(
     journal: Journal,
     data: bytes,
@@ -195,8 +212,15 @@ def load_input(
     """Load the input once; a rerun (or another worker) must name the same input, or none."""
     known = journal.input_digest()
     identity = digest(data, options.encoding)
+    asked = question_digest(options.question)
     if known is None:
         rows = read_input(data, options.question, codec, encoding=options.encoding, name=name)
-        journal.load(rows, identity)
-    elif known != identity:
+        # The question is part of what the job is: a rerun asking another is refused.
+        journal.load(rows, identity + _QUESTION_MARK + asked)
+        return
+    known_input, _, known_question = known.partition(_QUESTION_MARK)
+    if known_input != identity:
         raise different_input_error()
+    # A journal loaded before the question was recorded has none to compare.
+    if known_question and known_question != asked:
+        raise different_question_error()

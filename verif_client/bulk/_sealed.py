@@ -34,7 +34,8 @@ class SealingCodec(PayloadCodec):
                 f"{KEY_VARIABLE} needs cryptography: pip install 'verif-client[temporal]'"
             ) from None
         self._aead = AESGCM(key)
-        self._key_id = hashlib.sha256(b"verif-client key id\0" + key).hexdigest()[:16].encode()
+        self.key_id = hashlib.sha256(b"verif-client key id\0" + key).hexdigest()[:16]
+        self._key_id = self.key_id.encode()
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         sealed = []
@@ -58,6 +59,30 @@ class SealingCodec(PayloadCodec):
             nonce, sealed = payload.data[:_NONCE_BYTES], payload.data[_NONCE_BYTES:]
             opened.append(Payload.FromString(self._aead.decrypt(nonce, sealed, self._key_id)))
         return opened
+
+
+class UnsealedCodec(PayloadCodec):
+    """No key: payloads go as they are, and a sealed one read is refused in one
+    line naming the variable (the SDK would raise a bare KeyError)."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        if any(payload.metadata.get("encoding") == _ENCODING for payload in payloads):
+            raise JournalError(
+                f"this job's payloads are sealed: set {KEY_VARIABLE} to the job's key "
+                "(the same 64 hex digits every process of the job has)"
+            )
+        return list(payloads)
+
+
+def sealed_task_queue(task_queue: str) -> str:
+    """``task_queue`` as the workers of this process's key poll it: a sealed
+    job's tasks go to a queue of its key's own (its id, not the key), so a
+    worker with another key, or none, is never given a task it cannot read."""
+    codec = codec_from_environment()
+    return task_queue if codec is None else f"{task_queue}/sealed-{codec.key_id}"
 
 
 def codec_from_environment() -> SealingCodec | None:

@@ -35,7 +35,13 @@ from .._operations import SEND_CONFIRMATION_SMS
 from .._polling import LocationOutcome, PollStream, VerificationOutcome
 from .._pollpolicy import PollPolicy
 from .._terminal import safe
-from ._input import BulkInputError, digest, read_input
+from ._input import (
+    BulkInputError,
+    different_question_error,
+    digest,
+    question_digest,
+    read_input,
+)
 from ._job import ALL_STATES, FINAL_STATES, BulkOptions, InputRow, JobRow, RowState, is_resent
 from ._journal import JobRun, JournalError, different_input_error
 from ._outcomes import merge_outcome, outcome_of_failure
@@ -53,6 +59,7 @@ from ._runner import (
 )
 
 try:
+    import temporalio.api.workflowservice.v1
     import temporalio.client
     import temporalio.common
     import temporalio.converter
@@ -65,10 +72,15 @@ except ImportError:  # pragma: no cover - depends on the installed extras
         "a temporal:// journal needs temporalio: pip install 'verif-client[temporal]'"
     ) from None
 
-from ._sealed import codec_from_environment
+from ._sealed import UnsealedCodec, codec_from_environment, sealed_task_queue
+from ._temporal_ids import IdClaims
+from ._temporal_outage import is_transient, persist, quiet_runtime
+from ._temporal_rate import LeasedRate
 from ._workflows import (
     ANSWERS_ACTIVITY,
     ANSWERS_QUEUE_SUFFIX,
+    COUNTS_MEMO,
+    DONE_MEMO,
     EPOCH_MEMO,
     SEND_ACTIVITY,
     SEND_GROUP,
@@ -82,6 +94,7 @@ from ._workflows import (
     JobSpec,
     JobState,
     JobWorkflow,
+    Lease,
     Polling,
     Row,
     RowsWorkflow,
@@ -100,9 +113,13 @@ API_KEY_VARIABLE: Final = "TEMPORAL_API_KEY"
 DEFAULT_TASK_QUEUE: Final = "verif-client"
 _SEND: Final = SEND_CONFIRMATION_SMS
 _PARAMETERS: Final = frozenset({"job", "task_queue", "tls", "heartbeat", "batch"})
-# How long one take() of the job's rate reserves for this worker.
-_RATE_CHUNK_SECONDS: Final = 0.5
-# Queries wait on a busy workflow (and a server buffers few): not too often.
+# Seconds of silence after which a worker's activities are given up. A server
+# outage counts as silence (its timers run from the last heartbeat it stored),
+# so this is also how long an outage a send in flight survives, less a
+# quarter (heartbeats reach the server every quarter of it): 45 s.
+DEFAULT_HEARTBEAT: Final = 60
+# The display's counts are read at most this often (and less often for a job
+# whose batches take long to list).
 _PROGRESS_SECONDS: Final = 2.0
 _ANSWER_LINGER: Final = 2.0
 # How often a run, and a worker's sends, read whether the job was stopped
@@ -112,6 +129,14 @@ _RECORDS_KEPT: Final = 100
 _UNCHECKED_ID: Final = (
     "the SMS was sent, but its request id could not be recorded in the job's record to check "
     "that no other row has it, so it is not polled"
+)
+# `bulk status` and `bulk export` wait this long for a server that is away.
+_READ_PATIENCE: Final = 60.0
+# The SDK's own retries of a call to the server (an activity's completion
+# among them) last this long: a server away for longer than its default 10 s
+# must not lose a send's outcome.
+_RETRY: Final = temporalio.service.RetryConfig(
+    max_interval_millis=5_000, max_elapsed_time_millis=600_000, max_retries=1_000
 )
 # A send activity resends rows the service answered 429 (not processed) this
 # long at most; then hands them back, queued, well within its 10-minute limit.
@@ -152,7 +177,7 @@ class Location:
                 f"unknown parameter {unknown[0]!r} (known: {', '.join(sorted(_PARAMETERS))})"
             )
         try:
-            heartbeat = float(params.get("heartbeat", "20"))
+            heartbeat = float(params.get("heartbeat", str(DEFAULT_HEARTBEAT)))
             batch = int(params.get("batch", "100"))
         except ValueError as exc:
             raise fail(str(exc)) from None
@@ -185,6 +210,9 @@ async def connect(location: Location) -> temporalio.client.Client:
             payload_codec=codec,
             failure_converter_class=temporalio.converter.DefaultFailureConverterWithEncodedAttributes,
         )
+    else:
+        # A sealed payload read without the key: one line naming it, not a KeyError.
+        converter = dataclasses.replace(converter, payload_codec=UnsealedCodec())
     api_key = os.environ.get(API_KEY_VARIABLE) or None
     try:
         return await temporalio.client.Client.connect(
@@ -193,6 +221,8 @@ async def connect(location: Location) -> temporalio.client.Client:
             api_key=api_key,
             tls=location.tls,
             data_converter=converter,
+            retry_config=_RETRY,
+            runtime=quiet_runtime(),
         )
     except RuntimeError as exc:
         raise JournalError(f"{location.where()}: cannot connect ({str(exc).strip()})") from None
@@ -222,33 +252,6 @@ def _job_row(row: Row) -> JobRow:
         row.sent_at,
         row.result,
     )
-
-
-class JobRateLimiter:
-    """``rate`` requests per second for every worker of the job together.
-
-    The job's workflow keeps one GCRA; this worker reserves slots from it a
-    half-second at a time (one update) and spends each at its time, dropping
-    the ones it let pass, so slots of different workers never overlap. Times
-    are the Temporal server's: the workers' clocks must agree (NTP).
-    """
-
-    def __init__(self, job: TemporalJob, rate: float) -> None:
-        self._job = job
-        self.rate = rate
-        self._slots: collections.deque[float] = collections.deque()
-        self._lock = anyio.Lock()
-
-    async def acquire(self) -> None:
-        async with self._lock:
-            while self._slots and self._slots[0] < time.time() - 1.0 / self.rate:
-                self._slots.popleft()
-            if not self._slots:
-                count = max(1, math.ceil(self.rate * _RATE_CHUNK_SECONDS))
-                first = await self._job.take(count, self.rate)
-                self._slots.extend(first + index / self.rate for index in range(count))
-            slot = self._slots.popleft()
-        await anyio.sleep(max(0.0, slot - time.time()))
 
 
 class _PollHub:
@@ -354,7 +357,15 @@ async def _heartbeating(every: float, details: Callable[[], Iterable[Any]]) -> A
 
 
 class _Activities:
-    def __init__(self, client: VerificationClient, concurrency: int, heartbeat: float) -> None:
+    def __init__(
+        self,
+        temporal: temporalio.client.Client,
+        client: VerificationClient,
+        concurrency: int,
+        heartbeat: float,
+    ) -> None:
+        self.temporal = temporal
+        self.claims = IdClaims(temporal)
         self.client = client
         self.concurrency = concurrency
         self.beat = heartbeat / 4
@@ -389,7 +400,9 @@ class _Activities:
             async with _heartbeating(self.beat, tuple), anyio.create_task_group() as tg:
                 for row in request.rows:
                     tg.start_soon(send_one, row)
-            await self._check_ids(record.spec, outcomes)
+            # The outcomes reach the workflow only through the server: wait
+            # for it here (an outage), not in the SDK's bounded retries.
+            await persist(self._reachable, "reporting sends")
         except anyio.get_cancelled_exc_class():
             # The worker stops for good (its grace is over): a request written
             # may have been sent; one not written goes back, to any worker.
@@ -399,9 +412,10 @@ class _Activities:
                     outcomes[row.line] = SendOutcome(row.line, RowState.UNKNOWN, result=reason)
                 elif row.line not in outcomes:
                     outcomes[row.line] = SendOutcome(row.line, RowState.QUEUED)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(self.beat):
-                await self._check_ids(record.spec, outcomes)
         return list(outcomes.values())
+
+    async def _reachable(self) -> None:
+        await self.temporal.service_client.check_health()
 
     async def _record(self, job: str) -> _Record:
         """The job's record, read again at most every _STOP_WATCH_SECONDS
@@ -414,10 +428,16 @@ class _Activities:
             return cached[1]
         try:
             record = await _Record.read(activity.client(), job)
-        except temporalio.service.RPCError:
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
             if cached is None:
-                raise  # the activity fails: its rows end unknown, none is sent twice
-            return cached[1]  # the server is busy: what was read last will do
+                # Nothing written yet: wait for the server rather than fail the rows.
+                record = await persist(
+                    functools.partial(_Record.read, activity.client(), job), "reading the job"
+                )
+            else:
+                return cached[1]  # the server is busy: what was read last will do
         if len(self.records) > _RECORDS_KEPT:
             self.records.clear()  # a long-lived worker serving many jobs
         self.records[job] = (now, record)
@@ -432,49 +452,6 @@ class _Activities:
             del self.stops[job]
             seen = None
         return record.stopped is not None or seen is not None
-
-    async def _check_ids(self, spec: JobSpec, outcomes: dict[int, SendOutcome]) -> None:
-        """Record the request ids the service gave in the job's ids workflows;
-        a row whose id another row holds is ``unknown`` and never polled."""
-        shards = id_shards(spec.rows)
-        by_shard: dict[int, list[Claimed]] = {}
-        for outcome in outcomes.values():
-            if outcome.state == RowState.SENT and outcome.request_id is not None:
-                claimed = Claimed(outcome.line, outcome.request_id)
-                by_shard.setdefault(outcome.request_id % shards, []).append(claimed)
-
-        async def claim(shard: int, rows: list[Claimed]) -> None:
-            start = temporalio.client.WithStartWorkflowOperation(
-                IdsWorkflow.run,
-                {},
-                id=ids_workflow_id(spec.job, shard),
-                task_queue=spec.task_queue,
-                id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )
-            try:
-                holders = await activity.client().execute_update_with_start_workflow(
-                    IdsWorkflow.claim, rows, start_workflow_operation=start
-                )
-            except Exception as exc:  # whatever it was, the ids are unchecked
-                # Sent, but an answer to an id not checked could be another row's.
-                for row in rows:
-                    reason = {"reason": f"{_UNCHECKED_ID} ({type(exc).__name__}: {exc})"}
-                    outcomes[row.line] = SendOutcome(
-                        row.line, RowState.UNKNOWN, row.request_id, result=reason
-                    )
-                return
-            for row, holder in zip(rows, holders, strict=True):
-                if holder != row.line:
-                    reason = {"reason": reused_id_reason(row.request_id, holder)}
-                    outcomes[row.line] = SendOutcome(
-                        row.line, RowState.UNKNOWN, row.request_id, result=reason
-                    )
-
-        with library_error_unwrapped():
-            async with anyio.create_task_group() as tg:
-                for shard, rows in by_shard.items():
-                    tg.start_soon(claim, shard, rows)
 
     async def _send_one(
         self, job: str, epoch: int, row: ToSend, written: set[int], ends_resending: float
@@ -525,6 +502,8 @@ class _Activities:
             for answer in details
         }
         hub = await self._hub(request.polling)
+        # A retry that starts from answers it already has returns them first.
+        waiting = [] if known else await self._claimed(request, known)
 
         # Back to the workflow once half the rows are answered, or
         # _ANSWER_LINGER seconds after an answer, so that answered rows are
@@ -552,13 +531,42 @@ class _Activities:
             if not known:
                 async with anyio.create_task_group() as waits:
                     waits.start_soon(linger, waits.cancel_scope)
-                    for awaited in request.rows:
+                    for awaited in waiting:
                         waits.start_soon(wait, awaited, waits.cancel_scope)
             outer.cancel_scope.cancel()
         if not known:
             # Retried by another worker, which starts from the heartbeat's answers.
             raise temporalio.exceptions.ApplicationError("the worker is stopping")
         return [known[awaited.line] for awaited in request.rows if awaited.line in known]
+
+    async def _claimed(self, request: AnswersRequest, known: dict[int, Answer]) -> list[Awaited]:
+        """The rows to poll: those whose request id is their own. A row whose
+        id another row of the job holds is answered ``unknown`` (into
+        ``known``) and never polled: its answer might be the other row's."""
+        spec = (await self._record(request.job)).spec
+        rows = [awaited for awaited in request.rows if awaited.line not in known]
+        claims = [Claimed(awaited.line, awaited.request_id) for awaited in rows]
+        try:
+            # Temporal away or busy is waited out in there; this is what is left.
+            holders = await self.claims.holders(
+                spec.job, spec.task_queue, id_shards(spec.rows), claims
+            )
+        except Exception as exc:
+            # The job's record refuses the ids for good (its workflow closed
+            # under it): an answer to an id not checked could be another row's.
+            reason = {"reason": f"{_UNCHECKED_ID} ({type(exc).__name__}: {safe(str(exc))})"}
+            for awaited in rows:
+                known[awaited.line] = Answer(awaited.line, RowState.UNKNOWN.value, reason)
+            return []
+        waiting = []
+        for awaited in rows:
+            holder = holders[awaited.line]
+            if holder == awaited.line:
+                waiting.append(awaited)
+            else:
+                reason = {"reason": reused_id_reason(awaited.request_id, holder)}
+                known[awaited.line] = Answer(awaited.line, RowState.UNKNOWN.value, reason)
+        return waiting
 
     async def _stop_on_shutdown(self, scope: anyio.CancelScope) -> None:
         await activity.wait_for_worker_shutdown()
@@ -634,9 +642,12 @@ class TemporalJob:
         return spec
 
     async def _record(self) -> _Record:
+        """The job's record; the server away or busy is raised as it is (to be waited out)."""
         try:
             return await _Record.read(self.temporal, self.job)
         except temporalio.service.RPCError as exc:
+            if is_transient(exc):
+                raise
             raise JournalError(f"{self.where()}: {exc.message}") from None
 
     async def _runs_again(self) -> bool:
@@ -651,35 +662,54 @@ class TemporalJob:
         try:
             await self._job_handle().execute_update(JobWorkflow.resume)
         except temporalio.service.RPCError as exc:
+            if is_transient(exc):
+                raise  # waited out by the caller
             if not _is_not_found(exc):
                 raise JournalError(f"{self.where()}: {exc.message}") from None
 
-    async def take(self, count: int, rate: float) -> float:
-        first: float = await self._job_handle().execute_update(JobWorkflow.take, args=[count, rate])
-        return first
+    async def lease(self, worker: str, rate: float, seconds: float) -> Lease:
+        lease: Lease = await self._job_handle().execute_update(
+            JobWorkflow.lease, args=[worker, rate, seconds]
+        )
+        return lease
 
-    def rate_limiter(self, rate: float) -> JobRateLimiter:
-        return JobRateLimiter(self, rate)
+    def _check_definition(self, spec: JobSpec, identity: str, asked: str) -> None:
+        """A run joins the job it names only with the job's own input and question
+        (checked before any batch starts: a rerun after a crash mid-load too)."""
+        if spec.input_digest != identity:
+            raise _different_input(self.where())
+        # A job loaded before the question was recorded has none to compare.
+        if spec.question_digest and spec.question_digest != asked:
+            raise JournalError(f"{self.where()}: {different_question_error()}")
+
+    def rate_limiter(self, rate: float) -> LeasedRate:
+        return LeasedRate(self.lease, rate)
 
     async def load(
         self, data: bytes, options: BulkOptions, codec: Codec, name: str = "input"
     ) -> JobSpec:
         """Load the input unless the job has it: the same input joins, another is refused."""
         identity = digest(data, options.encoding)
+        asked = question_digest(options.question)
         spec = await self.spec()
-        if spec is not None and spec.input_digest != identity:
-            raise _different_input(self.where())
+        if spec is not None:
+            self._check_definition(spec, identity, asked)
         rows = list(read_input(data, options.question, codec, encoding=options.encoding, name=name))
         if spec is None:
             size = self.location.batch
             proposed = JobSpec(
                 job=self.job,
                 input_digest=identity,
+                question_digest=asked,
                 batches=[rows[index].line for index in range(0, len(rows), size)],
                 rows=len(rows),
                 polling=_polling(options),
                 heartbeat=self.location.heartbeat,
-                task_queue=self.location.task_queue or f"verif-job/{self.job}",
+                task_queue=(
+                    sealed_task_queue(self.location.task_queue)
+                    if self.location.task_queue
+                    else f"verif-job/{self.job}"
+                ),
             )
             # Two first arrivals at once: one starts the job, the other finds it.
             with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
@@ -693,8 +723,7 @@ class TemporalJob:
                     memo={"spec": proposed},
                 )
             spec = await self._loaded_spec()
-            if spec.input_digest != identity:
-                raise _different_input(self.where())
+            self._check_definition(spec, identity, asked)
         records = [_record(row) for row in rows]
         limiter = anyio.CapacityLimiter(16)
 
@@ -729,7 +758,7 @@ class TemporalJob:
                 resend_failed=resend_failed,
             )
 
-        running = (await self._record()).running
+        running = (await persist(self._record, "reading the job")).running
         by_first = dict(zip(spec.batches, await self._batches(spec), strict=True))
         count = 0
         again: dict[int, list[Row]] = {}
@@ -777,7 +806,7 @@ class TemporalJob:
                 if first not in again
             }
             # The epoch goes on: a worker that saw the job stop before knows it is over.
-            epoch = (await self._record()).epoch + 1
+            epoch = (await persist(self._record, "reading the job")).epoch + 1
             # Allowed to run again: a closed workflow of the same id (a duplicate
             # start by a second worker doing the same finds it running and stops).
             try:
@@ -854,6 +883,8 @@ class TemporalJob:
                     else:
                         found[first] = (False, await handle.query(RowsWorkflow.snapshot))
                 except temporalio.service.RPCError as exc:
+                    if is_transient(exc):
+                        raise  # waited out by the caller
                     if not _is_not_found(exc):
                         raise JournalError(f"{self.where()}: {exc.message}") from None
                 except temporalio.client.WorkflowQueryFailedError as exc:
@@ -869,13 +900,67 @@ class TemporalJob:
         """Every row of the job as its workflow holds it now (finished or not)."""
         return [row for _, rows in await self._batches(spec, finished=finished) for row in rows]
 
+    async def progress(self, spec: JobSpec) -> tuple[dict[str, int], list[Row]]:
+        """The job's counts and its finished rows, from the batches' memos as
+        the server's visibility store lists them: one call, no worker needed
+        (a batch started by a version without memos is asked as before)."""
+        latest: dict[str, temporalio.client.WorkflowExecution] = {}
+        prefix = rows_workflow_id(self.job, 0)[:-1]
+        if "'" not in prefix and "\\" not in prefix:
+            query = f"WorkflowId STARTS_WITH '{prefix}'"
+            async for execution in self.temporal.list_workflows(query, page_size=1000):
+                seen = latest.get(execution.id)
+                if seen is None or execution.start_time >= seen.start_time:
+                    latest[execution.id] = execution
+        counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
+        finished: list[Row] = []
+        unlisted: list[int] = []
+        for first in spec.batches:
+            listed = latest.get(rows_workflow_id(self.job, first))
+            memo = await listed.memo() if listed is not None else {}
+            if COUNTS_MEMO not in memo:
+                unlisted.append(first)
+                continue
+            for name, count in memo[COUNTS_MEMO].items():
+                counts[name] = counts.get(name, 0) + count
+            done: dict[int, Row] = {}
+            keys = sorted(
+                (key for key in memo if key.startswith(DONE_MEMO)),
+                key=lambda key: int(key[len(DONE_MEMO) :]),
+            )
+            for key in keys:
+                for fields in memo[key] or ():
+                    done[fields["line"]] = Row(**fields)
+            finished.extend(done.values())
+        if unlisted:
+            older = dataclasses.replace(spec, batches=unlisted)
+            rows = [row for _, batch in await self._batches(older) for row in batch]
+            for name, count in _counts(rows).items():
+                counts[name] += count
+            finished.extend(row for row in rows if row.state in FINAL_STATES)
+        counts[RowState.QUEUED.value] += spec.rows - sum(counts.values())
+        finished.sort(key=lambda row: row.line)
+        return counts, finished
+
     async def counts(self) -> dict[str, int]:
-        return _counts(await self.rows(await self._loaded_spec()))
+        counts, _ = await self._read_progress(await self._loaded_spec())
+        return counts
 
     async def export(self, path: str) -> dict[str, int]:
-        rows = await self.rows(await self._loaded_spec())
-        await anyio.to_thread.run_sync(write_rows, _finished(rows), path)
-        return _counts(rows)
+        counts, finished = await self._read_progress(await self._loaded_spec())
+        await anyio.to_thread.run_sync(write_rows, _finished(finished), path)
+        return counts
+
+    async def _read_progress(self, spec: JobSpec) -> tuple[dict[str, int], list[Row]]:
+        try:
+            with anyio.fail_after(_READ_PATIENCE):
+                return await persist(functools.partial(self.progress, spec), "reading the job")
+        except TimeoutError:
+            raise JournalError(
+                f"{self.where()}: Temporal did not answer in {_READ_PATIENCE:.0f} s"
+            ) from None
+        except temporalio.service.RPCError as exc:
+            raise JournalError(f"{self.where()}: {exc.message}") from None
 
     # -- working the job ---------------------------------------------------
 
@@ -893,6 +978,10 @@ class TemporalJob:
             "workflow_runner": temporalio.worker.UnsandboxedWorkflowRunner(),
             # A dead worker's workflows move to the living as soon as its activities would.
             "sticky_queue_schedule_to_start_timeout": timedelta(seconds=heartbeat),
+            # Heartbeats reach the server every quarter of the timeout (the
+            # SDK's default, 80 %, would leave an outage 20 % of it).
+            "max_heartbeat_throttle_interval": timedelta(seconds=heartbeat / 4),
+            "default_heartbeat_throttle_interval": timedelta(seconds=heartbeat / 4),
         }
         return [
             # Activities first: a stopping worker lets them end, then its
@@ -946,7 +1035,7 @@ class TemporalJob:
             await resend()
             resend_later = False
         progress = Progress(deadline=spec.polling.deadline)
-        activities = _Activities(client, options.concurrency, spec.heartbeat)
+        activities = _Activities(self.temporal, client, options.concurrency, spec.heartbeat)
         workers = self.workers(
             spec.task_queue, activities, options.concurrency, stopper.grace, spec.heartbeat
         )
@@ -962,20 +1051,26 @@ class TemporalJob:
                 whole.cancel()
 
         final: list[Row] = []
+        # A run that stops before the job's end: the job's counts then.
+        partial_counts: dict[str, int] = {}
         stopped_by: list[JobStoppedError] = []
 
         async def until_stopped() -> None:
             """Resume the job if a stop had left it waiting (this run is the
             rerun that carries on), then stop as soon as any worker of the job
             stops it."""
-            await self._resume()
+            await persist(self._resume, "resuming the job")
             if resend_later:
                 # A running job's batches answer through this process's worker.
                 await resend()
             while True:
-                # A record that cannot be read now (the server busy) only skips this look.
-                with contextlib.suppress(JournalError):
+                # A record that cannot be read now (the server away) only skips this look.
+                try:
                     record = await self._record()
+                except Exception as exc:
+                    if not (is_transient(exc) or isinstance(exc, JournalError)):
+                        raise
+                else:
                     if record.running and record.stopped is not None:
                         stopped_by.append(JobStoppedError(record.stopped))
                         progress.stopping = True
@@ -984,31 +1079,38 @@ class TemporalJob:
                 await anyio.sleep(_STOP_WATCH_SECONDS)
 
         async def until_finished() -> None:
-            await self._job_handle().result()
-            while await self._runs_again():
+            # A server away (restarted, failing over) is waited for, however long.
+            ended = functools.partial(self._job_handle().result, follow_runs=True)
+            await persist(ended, "waiting for the job's end")
+            while await persist(self._runs_again, "reading the job"):
                 # Started again meanwhile (rows sent again by another process).
-                await self._job_handle().result()
+                await persist(ended, "waiting for the job's end")
             # The job hears from each batch just before the batch ends: its
             # last workflow task needs this worker still running.
-            final.extend(await self.rows(spec, finished=True))
+            rows = functools.partial(self.rows, spec, finished=True)
+            final.extend(await persist(rows, "reading the job's rows"))
             finished.set()
             stop.set()
 
         async def report() -> None:
             while True:
-                # A count that cannot be had now (a query timing out on a busy
-                # server) only skips this refresh of the display.
-                with contextlib.suppress(JournalError):
-                    progress.states = collections.Counter(_counts(await self.rows(spec)))
+                began = time.monotonic()
+                # Counts that cannot be had now (the server away) only skip
+                # this refresh of the display.
+                with contextlib.suppress(Exception):
+                    counts, _ = await self.progress(spec)
+                    progress.states = collections.Counter(counts)
                     progress.slowed_to = client.slowed_to
                     on_progress(progress)
-                await anyio.sleep(_PROGRESS_SECONDS)
+                # A job of many batches is listed less often than a small one.
+                took = time.monotonic() - began
+                await anyio.sleep(max(_PROGRESS_SECONDS, 10 * took))
 
         unlisten = stopper.listen(on_stop)
         try:
             with whole, library_error_unwrapped():
                 async with anyio.create_task_group() as tg:
-                    activities.task_group = tg
+                    activities.task_group = activities.claims.task_group = tg
                     for worker in workers:
                         tg.start_soon(worker.run)
                     tg.start_soon(until_finished)
@@ -1021,36 +1123,54 @@ class TemporalJob:
                     for worker in workers[:-1]:
                         await worker.shutdown()
                     if not finished.is_set():
-                        final.extend(await self.rows(spec))
+                        counts, finished_rows = await self._read_progress(spec)
+                        final.extend(finished_rows)
+                        partial_counts.update(counts)
                     await workers[-1].shutdown()
                     tg.cancel_scope.cancel()
         finally:
             unlisten()
         rows = final
         await anyio.to_thread.run_sync(write_rows, _finished(rows), run.output)
-        progress.states = collections.Counter(_counts(rows))
+        counts = partial_counts or _counts(rows)
+        progress.states = collections.Counter(counts)
         on_progress(progress)
         if stopped_by:
             raise stopped_by[0]
-        return _counts(rows)
+        return counts
 
 
 async def serve(
-    location: Location, client: VerificationClient, concurrency: int, stopper: Stopper
+    location: Location,
+    client: VerificationClient,
+    concurrency: int,
+    stopper: Stopper,
+    on_ready: Callable[[], None] = lambda: None,
 ) -> None:
     """``verif-client worker``: serve every job of a task queue until stopped."""
     job = TemporalJob(location, await connect(location))
-    task_queue = location.task_queue or DEFAULT_TASK_QUEUE
-    activities = _Activities(client, concurrency, location.heartbeat)
+    try:
+        # The namespace exists (a worker would otherwise poll in vain, silently).
+        await job.temporal.service_client.workflow_service.describe_namespace(
+            temporalio.api.workflowservice.v1.DescribeNamespaceRequest(namespace=location.namespace)
+        )
+    except temporalio.service.RPCError as exc:
+        raise JournalError(f"{location.where()}: {exc.message}") from None
+    if location.job is not None:
+        # A worker named after a job checks it can read it (its key) first.
+        await job._loaded_spec()
+    task_queue = sealed_task_queue(location.task_queue or DEFAULT_TASK_QUEUE)
+    activities = _Activities(job.temporal, client, concurrency, location.heartbeat)
     workers = job.workers(task_queue, activities, concurrency, stopper.grace, location.heartbeat)
     stop = anyio.Event()
     unlisten = stopper.listen(lambda requests: stop.set())
     try:
         with library_error_unwrapped():
             async with anyio.create_task_group() as tg:
-                activities.task_group = tg
+                activities.task_group = activities.claims.task_group = tg
                 for worker in workers:
                     tg.start_soon(worker.run)
+                on_ready()
                 await stop.wait()
                 for worker in workers:
                     await worker.shutdown()

@@ -30,7 +30,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
-from ._job import RowState, is_resent
+from ._job import FINAL_STATES, RowState, is_resent
 
 SEND_ACTIVITY = "verif-client.send"
 ANSWERS_ACTIVITY = "verif-client.answers"
@@ -52,6 +52,12 @@ _IDS_PER_SHARD = 20_000
 # runs) and how many times it was resumed after a stop.
 STOPPED_MEMO = "stopped"
 EPOCH_MEMO = "epoch"
+# Memo keys of a rows workflow, read by `bulk status` and `bulk export` with no
+# worker (no query): its counts by state, and its rows that reached a final
+# state, a key per change (DONE_MEMO + N), so each row enters the history once.
+COUNTS_MEMO = "counts"
+DONE_MEMO = "done/"
+_PROGRESS_PATCH = "progress-memo"
 
 
 def job_workflow_id(job: str) -> str:
@@ -107,6 +113,19 @@ class JobSpec:
     polling: Polling
     heartbeat: float
     task_queue: str
+    # What the job asks (a digest: the memo is readable by anyone who can read
+    # the namespace); "" for a job loaded before it was recorded.
+    question_digest: str = ""
+
+
+@dataclasses.dataclass
+class Lease:
+    """A worker's share of the job's rate, per second, until ``until``."""
+
+    share: float
+    until: float
+    # Workers of the job waiting for a share: the holders renew soon to make room.
+    waiting: int = 0
 
 
 @dataclasses.dataclass
@@ -116,6 +135,8 @@ class JobState:
     # Why the job stopped (None: it runs), and how often it was resumed.
     stopped: str | None = None
     epoch: int = 0
+    # Each worker's share of the rate (by the worker's own id).
+    leases: dict[str, Lease] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -293,6 +314,26 @@ class JobWorkflow:
         return self.spec
 
     @workflow.update
+    def lease(self, worker: str, rate: float, seconds: float) -> Lease:
+        """A share of the job's ``rate`` for ``worker`` for ``seconds``: the
+        rate split evenly between the workers whose leases run, never more
+        than what the others' leases leave (a worker that joins gets its share
+        as the others renew theirs, within one lease). Share 0: ask again."""
+        now = workflow.now().timestamp()
+        leases = self.state.leases
+        for name in [name for name, held in leases.items() if held.until <= now]:
+            del leases[name]
+        leases.pop(worker, None)
+        fair = rate / (len(leases) + 1)
+        free = rate - sum(held.share for held in leases.values())
+        granted = Lease(share=max(0.0, min(fair, free)), until=now + seconds)
+        if seconds > 0:
+            # Kept at 0 too: the others' next renewals make room for this worker.
+            leases[worker] = granted
+        granted.waiting = sum(1 for held in leases.values() if held.share == 0)
+        return granted
+
+    @workflow.update
     def take(self, slots: int, rate: float) -> float:
         """Reserve ``slots`` requests at ``rate`` per second for the whole job;
         return when (seconds since the epoch) the first may go, the rest
@@ -311,11 +352,14 @@ class RowsWorkflow:
         self.batch: Batch | None = None
         # Rounds of rows being sent and answered: the first, and one per resend.
         self.rounds: set[asyncio.Task[None]] = set()
+        # The DONE_MEMO keys written so far.
+        self.published = 0
 
     @workflow.run
     async def run(self, batch: Batch) -> list[Row]:
         self.rows = batch.rows
         self.batch = batch
+        self._publish(self.rows)
         self._start_round([row for row in self.rows if row.state == RowState.QUEUED])
         while self.rounds:
             # A round's failure fails the workflow task, as it would in the run itself.
@@ -332,6 +376,23 @@ class RowsWorkflow:
     @workflow.query
     def snapshot(self) -> list[Row]:
         return self.rows
+
+    def _publish(self, changed: list[Row], *, anew: bool = False) -> None:
+        """Record the batch's counts, and those of ``changed`` that are final,
+        in the memo (a job that ran before this replays without it). ``anew``:
+        rows left a final state (sent again): the finished rows are written
+        again under one key, the earlier keys removed."""
+        if not workflow.patched(_PROGRESS_PATCH):
+            return
+        memo: dict[str, Any] = {COUNTS_MEMO: counts_of(self.rows)}
+        if anew:
+            memo.update({f"{DONE_MEMO}{index}": None for index in range(self.published)})
+            changed = self.rows
+        finished = [dataclasses.asdict(row) for row in changed if row.state in FINAL_STATES]
+        if finished:
+            memo[f"{DONE_MEMO}{self.published}"] = finished
+            self.published += 1
+        workflow.upsert_memo(memo)
 
     def _start_round(self, rows: list[Row]) -> None:
         """Send ``rows`` (queued), then wait for their answers, beside any
@@ -367,6 +428,7 @@ class RowsWorkflow:
         for row in again:
             row.state, row.result = RowState.QUEUED.value, {}
         if again:
+            self._publish([], anew=True)
             self._start_round(again)
         return len(again)
 
@@ -406,6 +468,7 @@ class RowsWorkflow:
                 for row in group:
                     row.state = RowState.UNKNOWN
                     row.result = {"reason": IN_FLIGHT_REASON}
+                self._publish(group)
                 return
             by_line = {row.line: row for row in group}
             stopped: SendOutcome | None = None
@@ -417,6 +480,7 @@ class RowsWorkflow:
                 row.result = outcome.result
                 if outcome.stopped is not None:
                     stopped = outcome
+            self._publish(group)
             if stopped is not None:
                 # The job stops every batch, this one included.
                 job = workflow.get_external_workflow_handle(job_workflow_id(batch.job))
@@ -451,6 +515,7 @@ class RowsWorkflow:
                 row = by_line[answer.line]
                 row.state = answer.state
                 row.result = answer.result
+            self._publish([by_line[answer.line] for answer in answers])
             waiting = [row for row in waiting if row.state == RowState.SENT]
 
 
