@@ -24,7 +24,7 @@ import pytest
 import verif_client as vc
 from verif_client.bulk._input import load_input
 from verif_client.bulk._job import BULK_POLL_POLICY, BulkOptions
-from verif_client.bulk._journal import open_journal
+from verif_client.bulk._open import open_journal
 from verif_client.bulk._runner import run_bulk
 from verif_client.simulator import Script, Simulator, SimulatorConfig, serve, serve_in_thread
 

@@ -26,7 +26,7 @@ from relsupport import PASSWORD, USER
 import verif_client as vc
 from verif_client.bulk._input import load_input
 from verif_client.bulk._job import BulkOptions
-from verif_client.bulk._journal import open_journal
+from verif_client.bulk._open import open_journal
 from verif_client.bulk._runner import run_bulk
 from verif_client.simulator import Script, Simulator, SimulatorConfig, serve_in_thread
 

@@ -32,7 +32,8 @@ from ._service import Binding
 from ._terminal import safe, safe_json, write_or_drop
 from .bulk import BulkInputError, BulkOptions, Stopper, read_input, run_job
 from .bulk._job import ALL_STATES, FINAL_STATES, RowState
-from .bulk._journal import Job, JournalError, check_location, is_temporal, open_job
+from .bulk._journal import JournalError
+from .bulk._open import Job, check_location, is_temporal, open_job
 from .bulk._runner import library_error_unwrapped
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")

@@ -18,7 +18,7 @@ from ._progress import ProgressDisplay
 from ._service import Binding
 from .bulk._input import load_input
 from .bulk._job import BulkOptions
-from .bulk._journal import open_journal
+from .bulk._open import open_journal
 from .bulk._runner import run_bulk
 
 DEMO_QUESTION = "Did you ask to pay $25 to ACME & Co.?"

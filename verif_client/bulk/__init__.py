@@ -40,16 +40,8 @@ from .._public import show_as_public
 from ._input import BulkInputError, read_input
 from ._input import load_input as load_input  # importable here since 0.1
 from ._job import FINAL_STATES, BulkOptions, InputRow, JobRow, RowState
-from ._journal import (
-    Job,
-    JobRun,
-    Journal,
-    JournalBusyError,
-    JournalError,
-    is_temporal,
-    open_job,
-    open_journal,
-)
+from ._journal import Journal, JournalBusyError, JournalError
+from ._open import Job, JobRun, is_temporal, open_job, open_journal
 from ._runner import JobStoppedError, Progress, Stopper, run_bulk, write_output
 
 __all__ = [

@@ -24,7 +24,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .._ratelimit import RateLimiter
 from ._input import BulkInputError, load_input
@@ -41,7 +41,6 @@ from ._job import (
     check_final,
 )
 from ._journal import (
-    JobRun,
     JournalBusyError,
     JournalError,
     newer_schema_error,
@@ -49,6 +48,9 @@ from ._journal import (
     state_mismatch_error,
 )
 from ._runner import run_bulk, write_output
+
+if TYPE_CHECKING:
+    from ._open import JobRun
 
 SCHEMA_VERSION: Final = 1
 

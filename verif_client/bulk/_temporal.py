@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 import anyio
@@ -43,7 +43,7 @@ from ._input import (
     read_input,
 )
 from ._job import ALL_STATES, FINAL_STATES, BulkOptions, InputRow, JobRow, RowState, is_resent
-from ._journal import JobRun, JournalError, different_input_error
+from ._journal import JournalError, different_input_error
 from ._outcomes import merge_outcome, outcome_of_failure
 from ._runner import (
     IN_FLIGHT_STOP_REASON,
@@ -57,6 +57,9 @@ from ._runner import (
     stops_the_job,
     write_rows,
 )
+
+if TYPE_CHECKING:
+    from ._open import JobRun
 
 try:
     import temporalio.api.workflowservice.v1
