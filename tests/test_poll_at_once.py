@@ -11,6 +11,7 @@ reports, and what the service saw.
 from __future__ import annotations
 
 import gc
+import os
 import types
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -404,14 +405,40 @@ async def test_a_poll_due_at_its_ids_deadline_is_cut_at_once() -> None:
             assert requests == attempts - 1
 
 
+# The package's own directory: a frame is ours if its code is in it. Not a
+# name in the path: a clone named verif_client holds its venv (.nox/, .venv/)
+# and its tests, and trio's frames there (a cancellation's traceback, freed by
+# the collector at the pace the scheduler happened to run) counted as ours.
+PACKAGE = os.path.dirname(vc.__file__) + os.sep
+
+
 def _ours(thing: object) -> str | None:
     """What ``thing`` is, if it is ours: an object of our classes, or a frame
-    of our code."""
+    of our code (nothing of trio's, anyio's, outcome's or the tests')."""
     if isinstance(thing, types.FrameType):
         code = thing.f_code
-        return f"frame {code.co_qualname}" if "verif_client" in code.co_filename else None
-    kind = type(thing)
-    return kind.__qualname__ if kind.__module__.startswith("verif_client.") else None
+        return f"frame {code.co_qualname}" if code.co_filename.startswith(PACKAGE) else None
+    module = type(thing).__module__
+    ours = module == "verif_client" or module.startswith("verif_client.")
+    return type(thing).__qualname__ if ours else None
+
+
+def test_only_frames_of_the_package_itself_are_ours() -> None:
+    # A fresh clone named verif_client with its venv inside (nox's .nox/):
+    # trio's frames there were counted as ours, and the count of them the
+    # collector found depended on when it had last run (issue 39).
+    clone = os.path.dirname(os.path.dirname(PACKAGE.rstrip(os.sep)))
+    theirs = os.path.join(
+        clone, "verif_client", ".nox", "tests", "lib", "python3.11", "site-packages", "trio", "x.py"
+    )
+    frames: dict[str, types.FrameType] = {}
+    for name, filename in (("theirs", theirs), ("ours", os.path.join(PACKAGE, "_x.py"))):
+        code = compile(f"import sys\nframes[{name!r}] = sys._getframe()", filename, "exec")
+        exec(code, {"frames": frames})
+    assert _ours(frames["theirs"]) is None
+    assert _ours(frames["ours"]) == "frame <module>"
+    assert _ours(vc.RetryPolicy()) == "RetryPolicy"
+    assert _ours(Counter()) is None
 
 
 def _collected() -> Counter[str]:

@@ -169,6 +169,22 @@ def _no_declaration(question: str) -> bytes:
     )[1]
 
 
+def _raw_post(content_type: str, body: bytes, *extra: str) -> bytes:
+    """A SOAP POST as a user writes it by hand, to be closed after its answer."""
+    head = "".join(
+        f"{line}\r\n"
+        for line in (
+            f"POST {EP} HTTP/1.1",
+            "Host: 127.0.0.1",
+            f"Content-Type: {content_type}",
+            *extra,
+            f"Content-Length: {len(body)}",
+            "Connection: close",
+        )
+    )
+    return f"{head}\r\n".encode() + body
+
+
 async def test_the_header_charset_wins_over_the_bytes(client: httpx.AsyncClient) -> None:
     # Real stack: UTF-8 bytes labelled iso-8859-1 (no XML declaration) are read as
     # Latin-1, so 101 "é" are 202 characters: 200 with the service's length message.
@@ -192,6 +208,37 @@ async def test_the_header_charset_wins_over_the_bytes(client: httpx.AsyncClient)
     assert request_id(taken) > 0
     latin = b"<?xml version='1.0' encoding='iso-8859-1'?>" + body
     assert request_id(await client.post(EP, headers=headers, content=latin)) > 0
+
+
+@pytest.mark.parametrize(
+    "charset", ["iso-8859-1", "ISO-8859-1", '"iso-8859-1"', "'iso-8859-1'", "\tiso-8859-1 "]
+)
+async def test_a_raw_post_labelled_latin1_is_read_as_latin1(charset: str) -> None:
+    # Real stack (issue 39): UTF-8 bytes labelled text/xml; charset=iso-8859-1, no
+    # XML declaration, over a socket: 101 "é" are 202 characters, and the send is
+    # refused with the service's length message. ASP.NET reads the charset as it
+    # reads any Content-Type parameter: quotes, single or double, spaces and tabs
+    # trimmed.
+    question = "\N{LATIN SMALL LETTER E WITH ACUTE}" * 101
+    sim = Simulator(credentials=("user", "pass"))
+    content_type = f"text/xml; charset={charset}"
+    async with serve(sim) as server:
+        status, _, body = await raw_exchange(
+            server.port,
+            _raw_post(content_type, _no_declaration(question), f"SOAPAction: {SEND_ACTION}"),
+        )
+        assert status == 200
+        answer = httpx.Response(status, content=body)
+        assert error_message(answer) == "ConfirmationQuestion must be 200 characters or fewer."
+        assert request_id(answer) == 0
+        assert sim.secure_links == []
+        # Labelled UTF-8, the same bytes are 101 characters, and taken.
+        status, _, body = await raw_exchange(
+            server.port,
+            _raw_post(XML_UTF8, _no_declaration(question), f"SOAPAction: {SEND_ACTION}"),
+        )
+    assert request_id(httpx.Response(status, content=body)) > 0
+    assert [link.question for link in sim.secure_links] == [question]
 
 
 # -- credentials: the service answers a call without them as wrong ones ---------
@@ -319,19 +366,42 @@ async def test_a_soap12_envelope_without_a_body_is_a_receiver_fault(
     code, reason = fault_text(response)
     assert code == "soap:Receiver"
     assert reason.startswith("Server was unable to process request. ---> Request format is invalid")
-    # Routed by an action= it knows, the envelope is read and found wanting: the
-    # sender's fault.
+    # Routed by an action= it knows, the same (issue 39).
     routed = await client.post(
         EP,
         headers={"Content-Type": f'{SOAP12_UTF8}; action="{NS}/{SEND}"'},
         content=_without_body("1.2"),
     )
-    code, reason = fault_text(routed)
-    assert (routed.status_code, code) == (500, "soap:Sender")
-    assert reason == (
+    assert (routed.status_code, fault_text(routed)) == (500, (code, reason))
+    # SOAP 1.1 routed by its SOAPAction reads the envelope and finds it wanting:
+    # 500 text/xml soap:Client "Server was unable to read request. ---> ...".
+    soap11 = await soap(client, SEND, body=_without_body("1.1"))
+    assert (soap11.status_code, soap11.headers["content-type"]) == (500, XML_UTF8)
+    assert fault_text(soap11) == (
+        "soap:Client",
         "Server was unable to read request. ---> Request format is invalid: "
-        "Missing required soap:Body element."
+        "Missing required soap:Body element.",
     )
+
+
+async def test_a_raw_soap12_post_routed_by_its_action_without_a_body_is_a_receiver_fault() -> None:
+    # Real stack (issue 39): 500 application/soap+xml soap:Receiver "Server was
+    # unable to process request. ---> Request format is invalid: Missing required
+    # soap:Body element.", the envelope's header notwithstanding.
+    sim = Simulator(credentials=("user", "pass"))
+    content_type = f'{SOAP12_UTF8}; action="{NS}/{SEND}"'
+    async with serve(sim) as server:
+        status, head, body = await raw_exchange(
+            server.port, _raw_post(content_type, _without_body("1.2"))
+        )
+    assert status == 500
+    assert b"\r\ncontent-type: application/soap+xml; charset=utf-8\r\n" in head.lower() + b"\r\n"
+    assert fault_text(httpx.Response(status, content=body)) == (
+        "soap:Receiver",
+        "Server was unable to process request. ---> Request format is invalid: "
+        "Missing required soap:Body element.",
+    )
+    assert sim.secure_links == []
 
 
 async def test_a_soap11_document_rooted_at_body_is_a_client_fault(

@@ -348,6 +348,7 @@ class AsmxEndpoint:
 
     def _read_envelope(self, request: Request, call: Call) -> Call:
         op: Operation | None = None
+        sent_as = call.binding  # by the Content-Type; the envelope may say otherwise
         if call.binding == "soap11":
             # ASMX routes SOAP 1.1 on the header before it reads a byte of the
             # body, URL-decoding it; only an absent header routes on the body
@@ -412,10 +413,16 @@ class AsmxEndpoint:
             password = self._text(auth, "ApiPassword")
         body = _xml.child(root, "Body")
         if body is None:
+            # Sent as SOAP 1.2, the router looks for the Body, action= or not,
+            # as it meets malformed XML (above): the server's ("unable to
+            # process", Receiver), the envelope's header notwithstanding. Routed
+            # by a SOAPAction, the envelope is read after routing and found
+            # wanting: the caller's.
+            missing = ("Server", _UNPROCESSABLE) if sent_as == "soap12" else broken
             raise _SoapError(
                 binding,
-                broken[0],
-                f"{broken[1]}Request format is invalid: Missing required soap:Body element.",
+                missing[0],
+                f"{missing[1]}Request format is invalid: Missing required soap:Body element.",
             )
         element = _xml.first_element_child(body)
         if op is None:
