@@ -8,12 +8,26 @@ that fires is a call that would never have ended. No timing is asserted.
 
 from __future__ import annotations
 
+import base64
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
+from anyio.streams.tls import TLSListener
 from proxysupport import (
+    GARBAGE,
+    PROXY_PASSWORD,
+    SERVICE,
+    Certificates,
+    ForwardProxy,
+    forward_proxy,
+    proxy_url,
+    simulator_server,
     without_proxy_variables,
 )
 from relsupport import PASSWORD, USER, WITH_UVLOOP
@@ -30,6 +44,7 @@ from test_transport_bad_peers import (
 
 import verif_client as vc
 from verif_client._retry import retry_after
+from verif_client.simulator import Simulator
 
 pytestmark = pytest.mark.anyio
 
@@ -180,3 +195,319 @@ async def test_a_poll_run_meeting_a_huge_retry_after_ends_by_its_own_deadline() 
                     outcomes.append(outcome)
     assert sorted(o.request_id for o in outcomes) == [7, 8]
     assert all(o.status is not vc.PollStatus.VERIFIED for o in outcomes)
+
+
+# -- a proxy that misbehaves ----------------------------------------------------------------
+
+ProxyScript = Callable[[anyio.abc.SocketStream, Wire, bytes], Awaitable[None]]
+
+
+class ScriptedProxy:
+    """A proxy of the test's own: reads each CONNECT (or absolute-form request),
+    logs its head, and hands the connection to ``script``."""
+
+    def __init__(self, script: ProxyScript) -> None:
+        self.script = script
+        self.heads: list[bytes] = []
+        self.connections = 0
+
+    async def __call__(self, stream: anyio.abc.SocketStream) -> None:
+        self.connections += 1
+        wire = Wire(stream)
+        request = await wire.request()
+        if request is not None:
+            head = request.partition(b"\r\n\r\n")[0]
+            self.heads.append(head)
+            await self.script(stream, wire, head)
+
+
+@pytest.fixture(scope="module")
+def certificates() -> Certificates:
+    return Certificates()
+
+
+@pytest.fixture
+def sim() -> Simulator:
+    return Simulator(credentials=(USER, PASSWORD))
+
+
+@pytest.fixture
+async def https_port(certificates: Certificates, sim: Simulator) -> AsyncIterator[int]:
+    async with simulator_server(sim, certificates.server_context()) as port:
+        yield port
+
+
+ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
+
+
+async def established_then_garbage(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
+    await stream.send(ESTABLISHED)
+    await stream.receive()  # the client's TLS hello, to no one
+    await stream.send(GARBAGE * 4)
+    await anyio.sleep_forever()
+
+
+async def established_then_close(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
+    await stream.send(ESTABLISHED)
+    await stream.receive()
+
+
+async def established_then_silence(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
+    await stream.send(ESTABLISHED)
+    await anyio.sleep_forever()
+
+
+async def established_with_garbage(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
+    await stream.send(ESTABLISHED + GARBAGE)
+    await anyio.sleep_forever()
+
+
+async def never_answers(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
+    await anyio.sleep_forever()
+
+
+async def continues_forever(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
+    while True:
+        await stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+        await anyio.lowlevel.checkpoint()
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        established_then_garbage,
+        established_then_close,
+        established_then_silence,
+        established_with_garbage,
+        never_answers,
+        continues_forever,
+    ],
+)
+async def test_a_tunnel_that_never_reaches_the_service_fails_the_send_known_not_sent(
+    certificates: Certificates, script: ProxyScript
+) -> None:
+    proxy = ScriptedProxy(script)
+    async with (
+        raw_server(proxy) as port,
+        client(
+            f"https://{SERVICE}:443",
+            proxy=proxy_url(port),
+            verify=certificates.trusting(),
+            timeout=0.5,
+            retry=SHORT,
+        ) as c,
+    ):
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError) as caught:
+            await send_sms(c)
+    error = caught.value
+    # Nothing of the request left inside a tunnel: known not sent, never a
+    # DeliveryUnknownError, so it was tried again (a new CONNECT each time).
+    assert not isinstance(error, vc.DeliveryUnknownError), error
+    assert len(proxy.heads) >= 2
+    assert all(head.startswith(f"CONNECT {SERVICE}:443 ".encode()) for head in proxy.heads)
+    assert PROXY_PASSWORD not in str(error) + repr(error.args)
+    if script is established_with_garbage:
+        assert isinstance(error, vc.ProxyError), error
+        assert error.proxy == f"http://127.0.0.1:{port}"
+    if script in (never_answers, continues_forever):
+        # Cut at the attempt's deadline: which of the two was slow cannot be told.
+        assert f"through the proxy http://127.0.0.1:{port} within 0.5 s" in str(error)
+
+
+async def test_a_plain_http_proxy_that_hangs_up_after_the_request_leaves_a_send_unknown(
+    sim: Simulator,
+) -> None:
+    async def read_then_close(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
+        pass  # the whole request was read (and, for all we know, forwarded)
+
+    proxy = ScriptedProxy(read_then_close)
+    async with raw_server(proxy) as port, client(f"http://{SERVICE}", proxy=proxy_url(port)) as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.DeliveryUnknownError) as caught:
+            await send_sms(c)
+        assert not isinstance(caught.value, vc.ProxyError)
+        assert len(proxy.heads) == 1  # never sent again
+        # A read is asked again, as after any dropped connection.
+        with anyio.fail_after(GUARD), pytest.raises(vc.TransportError):
+            await c.has_been_verified(7)
+    assert len(proxy.heads) == 1 + FAST.attempts
+
+
+async def test_a_tunnel_whose_service_hangs_up_after_the_request_leaves_a_send_unknown(
+    certificates: Certificates,
+) -> None:
+    requests: list[bytes] = []
+
+    async def read_then_close(stream: anyio.abc.ByteStream) -> None:
+        request = await Wire(stream).request()
+        if request is not None:
+            requests.append(request)
+
+    tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    service_port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+    listener = TLSListener(tcp, certificates.server_context(), standard_compatible=False)
+    proxy = ForwardProxy()
+    async with listener, anyio.create_task_group() as tg, forward_proxy(proxy) as port:
+        tg.start_soon(listener.serve, read_then_close)
+        url = f"https://{SERVICE}:{service_port}"
+        options = {"verify": certificates.trusting(), "proxy": proxy_url(port)}
+        async with client(url, **options) as c:
+            with anyio.fail_after(GUARD), pytest.raises(vc.DeliveryUnknownError) as caught:
+                await send_sms(c)
+        tg.cancel_scope.cancel()
+    assert not isinstance(caught.value, vc.ProxyError)
+    assert len(requests) == 1
+    assert proxy.tunnels == 1
+
+
+async def test_a_407_loop_ends_within_the_policys_attempts(https_port: int) -> None:
+    # Keeps the connection, answers 407 to every CONNECT on it, with a body it never sends.
+    async def always_407(stream: anyio.abc.SocketStream, wire: Wire, head: bytes) -> None:
+        while True:
+            await stream.send(
+                b'HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="x"'
+                b"\r\nContent-Length: 1000000000\r\n\r\n"
+            )
+            if await wire.request() is None:
+                return
+
+    proxy = ScriptedProxy(always_407)
+    async with (
+        raw_server(proxy) as port,
+        client(f"https://{SERVICE}:{https_port}", proxy=proxy_url(port)) as c,
+    ):
+        with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError) as caught:
+            await send_sms(c)
+    assert caught.value.status_code == 407
+    assert "credentials" in str(caught.value)
+    assert len(proxy.heads) <= FAST.attempts
+
+
+@pytest.mark.parametrize(
+    "status", [b"301 Moved Permanently", b"302 Found", b"307 Temporary Redirect"]
+)
+async def test_a_redirect_in_answer_to_connect_is_a_proxy_error_never_followed(
+    status: bytes,
+) -> None:
+    elsewhere = ScriptedProxy(never_answers)
+
+    async with raw_server(elsewhere) as other:
+
+        async def redirect(stream: anyio.abc.SocketStream, wire: Wire, head: bytes) -> None:
+            await stream.send(
+                b"HTTP/1.1 %s\r\nLocation: http://127.0.0.1:%d/\r\nContent-Length: 0\r\n\r\n"
+                % (status, other)
+            )
+
+        proxy = ScriptedProxy(redirect)
+        async with raw_server(proxy) as port:
+            async with client(f"https://{SERVICE}", proxy=proxy_url(port)) as c:
+                with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError) as caught:
+                    await send_sms(c)
+            # Plain HTTP: the proxy's redirect is the answer, never followed either.
+            async with client(f"http://{SERVICE}", proxy=proxy_url(port)) as c:
+                with anyio.fail_after(GUARD), pytest.raises(vc.HTTPStatusError) as plain:
+                    await send_sms(c)
+    assert caught.value.status_code == int(status[:3])
+    assert plain.value.status_code == int(status[:3])
+    assert elsewhere.connections == 0
+
+
+# -- the proxy's password, in every spelling ------------------------------------------------
+
+# (as written in the proxy URL, the password it means)
+SPELLINGS = [
+    ("p@ss:w%rd-Zq8", "p@ss:w%rd-Zq8"),  # reserved characters, not encoded
+    ("p%40ss%3Aw%25rd-Zq8", "p@ss:w%rd-Zq8"),  # the same, percent-encoded
+    ("pässwörd-ñ-Zq8", "pässwörd-ñ-Zq8"),  # non-ASCII, as typed
+    ("p%C3%A4ssw%C3%B6rd-Zq8", "pässwörd-Zq8"),  # non-ASCII, percent-encoded
+    ("50%25%20off%21-Zq8", "50% off!-Zq8"),
+]
+
+
+def token(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def spellings_of(written: str, password: str) -> list[str]:
+    """Every form of the password that must not be shown: as meant, as written,
+    percent-encoded, its UTF-8 read as latin-1, and the header's token."""
+    forms = {
+        password,
+        written,
+        quote(password, safe=""),
+        password.encode().decode("latin-1"),
+        token("proxy-user", password),
+    }
+    return sorted(forms)
+
+
+def assert_not_shown(texts: list[str], forms: list[str]) -> None:
+    for text in texts:
+        for form in forms:
+            # A cut (an excerpt of what the proxy sent) could keep its start.
+            for length in range(5, len(form) + 1):
+                assert form[:length] not in text, (form[:length], text)
+
+
+def echoing(echo: bytes) -> ProxyScript:
+    async def script(stream: anyio.abc.SocketStream, wire: Wire, head: bytes) -> None:
+        await stream.send(
+            b'HTTP/1.1 407 %s\r\nProxy-Authenticate: Basic realm="%s"\r\n'
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (echo, echo, len(head), head)
+        )
+
+    return script
+
+
+@pytest.mark.parametrize(("written", "password"), SPELLINGS)
+async def test_a_proxy_password_in_any_spelling_is_sent_right_and_never_shown(
+    caplog: pytest.LogCaptureFixture, https_port: int, written: str, password: str
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    forms = spellings_of(written, password)
+    basic = token("proxy-user", password).encode()
+    echoes = [
+        password.encode(),
+        written.encode(),
+        basic,
+        # Past the 60 characters of the reason's excerpt: the cut falls in the password.
+        b"x" * 52 + password.encode(),
+        b"x" * 55 + basic,
+    ]
+    texts: list[str] = []
+    heads: list[bytes] = []
+    for echo in echoes:
+        proxy = ScriptedProxy(echoing(echo))
+        async with raw_server(proxy) as port:
+            url = f"http://proxy-user:{written}@127.0.0.1:{port}"
+            for base_url in (f"https://{SERVICE}:{https_port}", f"http://{SERVICE}"):
+                async with client(base_url, proxy=url, retry=vc.NO_RETRY) as c:
+                    texts += [repr(c), repr(c._proxy), str(vars(c))]
+                    with anyio.fail_after(GUARD), pytest.raises(vc.ProxyError) as caught:
+                        await send_sms(c)
+                error = caught.value
+                texts += [str(error), repr(error), repr(error.args), str(vars(error))]
+                assert error.proxy == f"http://127.0.0.1:{port}"
+        heads += proxy.heads
+    texts.append(caplog.text)
+    # Sent as meant: user:password in UTF-8, in every request to the proxy.
+    assert len(heads) == 2 * len(echoes)
+    assert all(b"\r\nProxy-Authorization: Basic " + basic in head for head in heads)
+    assert_not_shown(texts, forms)
+
+
+@pytest.mark.parametrize("written", ["pa#ss-Zq8", "pa/ss-Zq8", "pa?ss-Zq8"])
+def test_a_proxy_password_that_breaks_the_url_fails_at_construction_unshown(
+    monkeypatch: pytest.MonkeyPatch, written: str
+) -> None:
+    forms = spellings_of(written, written)
+    for how in ("proxy", "HTTPS_PROXY", "all_proxy"):
+        url = f"http://proxy-user:{written}@127.0.0.1:3128"
+        if how != "proxy":
+            monkeypatch.setenv(how, url)
+        try:
+            with pytest.raises(ValueError, match="proxy") as caught:
+                vc.VerificationClient("https://x.test", proxy=url if how == "proxy" else None)
+        finally:
+            monkeypatch.delenv(how, raising=False)
+        assert_not_shown([str(caught.value), repr(caught.value.args)], forms)

@@ -26,6 +26,7 @@ import anyio.abc
 import h11
 
 from .._errors import excerpt
+from .._scrub import Scrubber
 from . import SendError
 
 _ENVIRONMENT: Final = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
@@ -209,7 +210,11 @@ async def open_tunnel(stream: anyio.abc.ByteStream, proxy: Proxy, authority: str
         ) from None
     status = event.status_code
     if not 200 <= status < 300:
-        reason = excerpt(event.reason.decode("latin-1"), 60)
+        # Scrubbed before the excerpt cuts it: a proxy echoing its password
+        # past the cut would otherwise leave the password's start in the error,
+        # where the client's own scrubbing no longer finds the whole of it.
+        reason = Scrubber(proxy.secrets).text(event.reason.decode("latin-1"))
+        reason = excerpt(reason, 60)
         hint = " (wrong or missing credentials in the proxy URL)" if status == 407 else ""
         raise ProxyRefused(
             f"{proxy.shown} refused the tunnel to {authority}: {status} {reason}{hint}",
