@@ -44,6 +44,7 @@ from test_transport_bad_peers import (
 
 import verif_client as vc
 from verif_client._retry import retry_after
+from verif_client._transport._proxy import choose_proxy
 from verif_client.simulator import Simulator
 
 pytestmark = pytest.mark.anyio
@@ -511,3 +512,93 @@ def test_a_proxy_password_that_breaks_the_url_fails_at_construction_unshown(
         finally:
             monkeypatch.delenv(how, raising=False)
         assert_not_shown([str(caught.value), repr(caught.value.args)], forms)
+
+
+# -- NO_PROXY, against httpx's and curl's rules ---------------------------------------------
+
+T, F = True, False
+ERROR = "error"  # httpx refuses the variable (at the client's construction)
+
+# (NO_PROXY, service URL, ours, httpx 0.28 (checked live below), curl (its
+# CURLOPT_NOPROXY documentation: leading dot ignored, "*" only as the whole
+# list, no ports, IPv6 without brackets, CIDR since 7.86; None: it says nothing)).
+NO_PROXY_RULES: list[tuple[str, str, bool, bool | str, bool | None]] = [
+    ("*", "https://api.example.com", T, T, T),
+    ("other.com,*", "https://api.example.com", T, T, F),  # httpx: "*" anywhere
+    ("", "https://api.example.com", F, F, F),
+    (" , other.com ,, example.com , ", "https://api.example.com", T, T, T),
+    ("example.com", "https://example.com", T, T, T),
+    ("example.com", "https://api.example.com", T, T, T),
+    ("example.com", "https://notexample.com", F, F, F),
+    ("example.com", "https://example.com.evil.test", F, F, F),
+    (".example.com", "https://api.example.com", T, T, T),
+    (".example.com", "https://example.com", F, F, T),  # httpx: subdomains only
+    ("*.example.com", "https://api.example.com", T, F, None),  # ours: as .example.com
+    ("EXAMPLE.COM", "https://API.Example.com", T, T, T),
+    ("example.com.", "https://api.example.com", T, F, T),  # curl: a trailing dot ignored
+    ("example.com", "https://api.example.com.", T, F, T),
+    ("example.com:8443", "https://api.example.com:8443", T, T, F),  # httpx: ports
+    ("example.com:8443", "https://api.example.com", F, F, F),
+    ("example.com:443", "https://api.example.com", T, F, F),  # ours: the default port counts
+    ("localhost", "https://LOCALHOST:8443", T, T, T),
+    ("10.0.0.1", "https://10.0.0.1", T, T, T),
+    ("10.0.0.1", "https://10.0.0.12", F, F, F),
+    ("0.0.1", "https://10.0.0.1", F, T, F),  # curl: an address is no domain
+    ("10.0.0.1:8443", "https://10.0.0.1:8443", T, T, F),
+    ("10.0.0.0/8", "https://10.1.2.3", T, F, T),  # curl: CIDR
+    ("10.0.0.0/8", "https://11.1.2.3", F, F, F),
+    ("10.0.0.0/8", "https://10.example.com", F, F, F),
+    ("::1", "https://[::1]:8443", T, T, T),
+    ("[::1]", "https://[::1]:8443", T, ERROR, None),
+    ("[::1]:8443", "https://[::1]:8443", T, ERROR, F),
+    ("[::1]:8443", "https://[::1]", F, ERROR, F),
+    ("0:0::1", "https://[::1]", T, F, F),  # ours: addresses compared by value
+    ("::FFFF:A00:1", "https://[::ffff:a00:1]", T, F, T),  # curl: any case
+    ("fd00::/8", "https://[fd12::1]", T, ERROR, T),
+    ("::1", "https://[::2]", F, F, F),
+]
+
+
+def httpx_bypasses(no_proxy: str, url: str) -> bool | str:
+    """What httpx 0.28 decides, from its own reading of the environment."""
+    import httpx
+    from httpx._utils import URLPattern, get_environment_proxies
+
+    with pytest.MonkeyPatch.context() as env:
+        without_proxy_variables(env)
+        env.setenv("HTTPS_PROXY", "http://p:3128")
+        env.setenv("NO_PROXY", no_proxy)
+        try:
+            mounts = get_environment_proxies()
+            patterns = sorted((URLPattern(key), value) for key, value in mounts.items())
+        except httpx.InvalidURL:
+            return ERROR
+    for pattern, proxy in patterns:
+        if pattern.matches(httpx.URL(url)):
+            return proxy is None
+    return True
+
+
+@pytest.mark.parametrize(("no_proxy", "url", "ours", "httpx", "curl"), NO_PROXY_RULES)
+def test_no_proxy_rules_against_httpx_and_curl(
+    no_proxy: str, url: str, ours: bool, httpx: bool | str, curl: bool | None
+) -> None:
+    for name in ("NO_PROXY", "no_proxy"):
+        environ = {"HTTPS_PROXY": "http://p:3128", name: no_proxy}
+        chosen = choose_proxy(url, None, trust_env=True, environ=environ)
+        assert (chosen is None) is ours, (name, no_proxy, url)
+    # The httpx column is httpx's own answer: where we say we follow it, we do.
+    assert httpx_bypasses(no_proxy, url) == httpx
+    if ours != httpx and ours != curl:
+        # Neither: a rule of ours, written in docs/client.md.
+        assert (no_proxy, url) in OURS_ALONE
+
+
+# Where we follow neither httpx nor curl (each in docs/client.md).
+OURS_ALONE = {
+    ("*.example.com", "https://api.example.com"),
+    ("example.com:443", "https://api.example.com"),
+    ("[::1]", "https://[::1]:8443"),
+    ("[::1]:8443", "https://[::1]:8443"),
+    ("0:0::1", "https://[::1]"),
+}

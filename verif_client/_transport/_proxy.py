@@ -16,6 +16,7 @@ the proxy is shown everywhere else as ``scheme://host:port``.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Final
@@ -126,8 +127,10 @@ def _proxy_environment(environ: Mapping[str, str]) -> dict[str, str]:
 def bypassed(no_proxy: str, host: str, port: int) -> bool:
     """Whether ``NO_PROXY`` exempts ``host:port``: ``*``, a host or IP, a domain
     (itself and its subdomains), ``.domain`` (subdomains only), each with an
-    optional ``:port``."""
+    optional ``:port``; an IP address or network (``10.0.0.0/8``) matches an IP
+    host by value only (see docs/client.md for where httpx and curl differ)."""
     host = host.lower().rstrip(".")
+    address = _address(host)
     for raw in no_proxy.split(","):
         entry = raw.strip().lower()
         if entry == "*":
@@ -139,15 +142,25 @@ def bypassed(no_proxy: str, host: str, port: int) -> bool:
         entry = entry.rstrip("/")
         entry_port: int | None = None
         if entry.startswith("["):  # [::1] or [::1]:8443
-            address, _, rest = entry[1:].partition("]")
+            address_text, _, rest = entry[1:].partition("]")
             if rest.startswith(":") and rest[1:].isdigit():
                 entry_port = int(rest[1:])
-            entry = address
+            entry = address_text
         elif entry.count(":") == 1:
             name, _, digits = entry.partition(":")
             if digits.isdigit():
                 entry, entry_port = name, int(digits)
         if entry_port is not None and entry_port != port:
+            continue
+        # curl's rule: a trailing dot is no part of the name ("example.com.").
+        entry = entry.rstrip(".")
+        network = _network(entry)
+        if network is not None or address is not None:
+            # An address is no domain: "0.0.1" must not take in 10.0.0.1 by
+            # its suffix (httpx's pattern does), and "::1" equals "0:0::1".
+            # A network in CIDR form takes in its addresses, as in curl.
+            if network is not None and address is not None and address in network:
+                return True
             continue
         if entry.startswith("*"):
             entry = entry[1:]
@@ -157,6 +170,22 @@ def bypassed(no_proxy: str, host: str, port: int) -> bool:
         elif host == entry or host.endswith("." + entry):
             return True
     return False
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def _network(entry: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    if not entry or not (entry[0].isdigit() or ":" in entry):
+        return None  # a name: spares the parse
+    try:
+        return ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return None
 
 
 class ProxyRefused(SendError):
