@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -602,3 +603,140 @@ OURS_ALONE = {
     ("[::1]:8443", "https://[::1]:8443"),
     ("0:0::1", "https://[::1]"),
 }
+
+
+# -- cert= ----------------------------------------------------------------------------------
+
+KEY_PASSWORD = "K3y-pa55-ä-7d1e-never-show"
+
+
+@pytest.fixture(scope="module")
+def pems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from cryptography.hazmat.primitives import serialization
+
+    certificates = Certificates()
+    other = certificates.ca.issue_cert("someone-else@acme.test")
+    folder = tmp_path_factory.mktemp("attacked-cert")
+    paths = {
+        name: folder / f"{name}.pem"
+        for name in ("cert", "key", "other-key", "locked", "locked-traditional")
+    }
+    certificates.client.cert_chain_pems[0].write_to_path(str(paths["cert"]))
+    certificates.client.private_key_pem.write_to_path(str(paths["key"]))
+    other.private_key_pem.write_to_path(str(paths["other-key"]))
+    key = serialization.load_pem_private_key(
+        certificates.client.private_key_pem.bytes(), password=None
+    )
+    encryption = serialization.BestAvailableEncryption(KEY_PASSWORD.encode())
+    for name, form in (
+        ("locked", serialization.PrivateFormat.PKCS8),
+        ("locked-traditional", serialization.PrivateFormat.TraditionalOpenSSL),
+    ):
+        paths[name].write_bytes(key.private_bytes(serialization.Encoding.PEM, form, encryption))
+    paths["folder"] = folder
+    paths["missing"] = folder / "missing.pem"
+    return paths
+
+
+# (cert=, from the files, what the error says, the file it names)
+BAD_CERTS: list[tuple[tuple[str, ...], str, str]] = [
+    (("cert", "other-key"), "cannot load", "other-key"),  # a key of another certificate
+    (("cert", "locked"), "the key is encrypted and no password was given", "locked"),
+    (("cert", "locked-traditional"), "the key is encrypted and no password", "locked"),
+    (("cert", "locked", "wrong-" + KEY_PASSWORD), "cannot load", "locked"),
+    (("cert", "missing"), "no such file", "missing"),  # the key missing, not the certificate
+    (("missing", "key"), "no such file", "missing"),
+    (("folder",), "cannot load", "attacked-cert"),
+]
+
+
+@pytest.mark.parametrize(("names", "says", "names_file"), BAD_CERTS)
+def test_a_bad_cert_is_a_clear_error_at_construction_without_its_password(
+    pems: dict[str, Path], names: tuple[str, ...], says: str, names_file: str
+) -> None:
+    cert = tuple(str(pems[name]) if name in pems else name for name in names)
+    with pytest.raises(ValueError, match=f"^cert: .*{says}") as caught:
+        vc.VerificationClient("https://x.test", cert=cert)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert names_file in message
+    if names[-1] == "missing":
+        assert str(pems["missing"]) in message
+    assert_not_shown([message, repr(caught.value.args)], spellings_of(KEY_PASSWORD, KEY_PASSWORD))
+
+
+def in_a_terminal(command: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run ``command`` as the session leader of a terminal of its own (the
+    terminal OpenSSL would prompt on); returns its status and all it wrote
+    there. Killed if it has not ended in 30 s: a prompt waiting for input."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    leader, follower = pty.openpty()
+    take_terminal = (
+        "import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", take_terminal, *command],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        close_fds=True,
+    )
+    os.close(follower)
+    written = b""
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the child closed its side of the terminal
+                break
+            if not chunk:
+                break
+            written += chunk
+    finally:
+        os.close(leader)
+        if child.poll() is None:
+            child.kill()
+        status = child.wait()
+    return status, written.decode(errors="replace")
+
+
+def test_the_cli_with_an_encrypted_key_and_no_password_never_prompts_in_a_terminal(
+    pems: dict[str, Path],
+) -> None:
+    import os
+    import sys
+
+    env = {
+        **os.environ,
+        "VERIF_BASE_URL": "https://127.0.0.1:1",
+        "VERIF_API_USERNAME": USER,
+        "VERIF_API_PASSWORD": PASSWORD,
+    }
+    env.pop("VERIF_CLIENT_KEY_PASSWORD", None)
+    command = [sys.executable, "-m", "verif_client._cli", "call", "GetMobileConsentText"]
+    command += ["--client-cert", str(pems["cert"]), "--client-key", str(pems["locked"])]
+    status, written = in_a_terminal(command, env)
+    # Before: OpenSSL's "Enter PEM pass phrase:" on the terminal, waiting for good.
+    assert "pass phrase" not in written.lower()
+    assert status == 2, written
+    assert "--client-cert: " in written
+    assert "the key is encrypted and no password was given" in written
+    assert "VERIF_CLIENT_KEY_PASSWORD" in written
+    assert "Traceback" not in written
+    # A wrong password: a usage error too, the password nowhere.
+    env["VERIF_CLIENT_KEY_PASSWORD"] = "wrong-" + KEY_PASSWORD
+    status, written = in_a_terminal(command, env)
+    assert status == 2, written
+    assert "cannot load" in written
+    assert_not_shown([written], spellings_of(KEY_PASSWORD, KEY_PASSWORD))
