@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -19,6 +21,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import pytest
+from anyio.from_thread import start_blocking_portal
 from anyio.streams.tls import TLSListener
 from proxysupport import (
     GARBAGE,
@@ -31,7 +34,7 @@ from proxysupport import (
     simulator_server,
     without_proxy_variables,
 )
-from relsupport import PASSWORD, USER, WITH_UVLOOP
+from relsupport import PASSWORD, USER, WITH_UVLOOP, run_cli
 from test_retry_after import Scripted, http_date
 from test_transport_bad_peers import (
     GUARD,
@@ -740,3 +743,120 @@ def test_the_cli_with_an_encrypted_key_and_no_password_never_prompts_in_a_termin
     assert status == 2, written
     assert "cannot load" in written
     assert_not_shown([written], spellings_of(KEY_PASSWORD, KEY_PASSWORD))
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+@contextmanager
+def served_in_thread(handler: Callable[[anyio.abc.SocketStream], Awaitable[None]]) -> Iterator[int]:
+    """A raw server of the test's own on an event loop of its own thread, for the CLI."""
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(raw_server(handler)) as port,
+    ):
+        yield port
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The CLI's error: one line, last on stderr, never a traceback."""
+    assert "Traceback" not in result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("written", "password"), SPELLINGS)
+def test_the_cli_shows_a_proxy_password_in_no_spelling(written: str, password: str) -> None:
+    forms = spellings_of(written, password)
+    basic = token("proxy-user", password).encode()
+    proxy = ScriptedProxy(echoing(b"x" * 52 + password.encode() + b" " + basic))
+    with served_in_thread(proxy) as port:
+        url = f"http://proxy-user:{written}@127.0.0.1:{port}"
+        texts = []
+        for variable in ("VERIF_PROXY", "HTTPS_PROXY", "https_proxy"):
+            result = run_cli(
+                *("call", "HasBeenVerified", "RequestId=4294967297", "-v"),
+                base_url=f"https://{SERVICE}:1",
+                **{variable: url},
+            )
+            assert result.returncode == 1, result.stderr
+            assert one_line(result).startswith("verif-client: ProxyError: ")
+            texts += [result.stdout, result.stderr]
+        # On the command line, refused before anything is sent.
+        flag = run_cli(
+            *("call", "HasBeenVerified", "RequestId=4294967297", "--proxy", url),
+            base_url=f"https://{SERVICE}:1",
+        )
+        assert flag.returncode == 2
+        texts += [flag.stdout, flag.stderr]
+    assert all(b"Proxy-Authorization: Basic " + basic in head for head in proxy.heads)
+    assert len(proxy.heads) == 3 * 4  # the CLI's policy: 4 attempts, each refused
+    assert_not_shown(texts, forms)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://proxy-user:pa#ss-Zq8@127.0.0.1:3128", "socks5://proxy-user:pa-ss-Zq8@h:1080"]
+)
+def test_the_cli_with_a_broken_proxy_url_is_a_usage_error_without_its_password(
+    url: str,
+) -> None:
+    for variable in ("VERIF_PROXY", "HTTPS_PROXY"):
+        result = run_cli(
+            "call", "HasBeenVerified", "RequestId=4294967297",
+            base_url="https://x.test", **{variable: url},
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        line = one_line(result)
+        assert ("VERIF_PROXY" if variable == "VERIF_PROXY" else "HTTPS_PROXY") in line
+        assert_not_shown([result.stdout, result.stderr], spellings_of("pa#ss-Zq8", "pa#ss-Zq8"))
+        assert "pa-ss-Zq8" not in result.stdout + result.stderr
+
+
+def test_the_cli_through_a_proxy_that_never_answers_connect_exits_1() -> None:
+    proxy = ScriptedProxy(never_answers)
+    with served_in_thread(proxy) as port:
+        result = run_cli(
+            *(
+                "call",
+                "SendRequestViaSms",
+                "PhoneNumber=5125550100",
+                "ConfirmationQuestion=Is this you?",
+            ),
+            *("--timeout", "0.5"),
+            base_url=f"https://{SERVICE}:1",
+            VERIF_PROXY=proxy_url(port),
+        )
+    assert result.returncode == 1, result.stderr
+    line = one_line(result)
+    assert f"through the proxy http://127.0.0.1:{port}" in line
+    assert "DeliveryUnknownError" not in line
+    assert len(proxy.heads) >= 2  # known not sent: tried again
+    assert PROXY_PASSWORD not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("status", "wait", "operation", "requests"),
+    [
+        (b"503 Service Unavailable", "\xb2", ("HasBeenVerified", "RequestId=7"), 4),
+        (
+            b"503 Service Unavailable",
+            "Wed, 21 Oct 99999999999 07:28:00 GMT",
+            ("HasBeenVerified", "RequestId=7"),
+            4,
+        ),
+        (
+            b"429 Too Many Requests",
+            "999999999",
+            ("SendRequestViaSms", "PhoneNumber=5125550100", "ConfirmationQuestion=Is this you?"),
+            1,
+        ),
+    ],
+)
+def test_the_cli_meeting_a_hostile_retry_after_exits_1_not_70(
+    status: bytes, wait: str, operation: tuple[str, ...], requests: int
+) -> None:
+    server = Scripted(asking(status, wait))
+    with served_in_thread(server) as port:
+        result = run_cli("call", *operation, base_url=f"http://127.0.0.1:{port}")
+    assert result.returncode == 1, result.stderr
+    assert f"HTTP {status[:3].decode()}" in one_line(result)
+    assert server.requests == requests
