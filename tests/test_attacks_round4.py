@@ -13,6 +13,7 @@ import logging
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -40,6 +41,7 @@ from test_transport_bad_peers import (
     GUARD,
     NOT_VERIFIED,
     SMS_SENT,
+    VERIFIED_TRUE,
     Wire,
     http_response,
     raw_server,
@@ -103,6 +105,19 @@ def asking(status: bytes, wait: str) -> bytes:
 )
 def test_a_retry_after_that_is_no_wait_is_none_never_an_exception(value: str) -> None:
     assert retry_after([("Retry-After", value)]) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Wed, 21 Oct 2015 07:28:00 GMT",  # RFC 1123
+        "Wednesday, 21-Oct-15 07:28:00 GMT",  # RFC 850
+        "Wed Oct 21 07:28:00 2015",  # asctime: no zone, GMT as every HTTP date
+    ],
+)
+def test_retry_after_takes_the_three_forms_of_an_http_date(value: str) -> None:
+    now = datetime(2015, 10, 21, 7, 27, tzinfo=UTC).timestamp()
+    assert retry_after([("Retry-After", value)], now=lambda: now) == 60.0
 
 
 @pytest.mark.parametrize(
@@ -200,6 +215,36 @@ async def test_a_poll_run_meeting_a_huge_retry_after_ends_by_its_own_deadline() 
                     outcomes.append(outcome)
     assert sorted(o.request_id for o in outcomes) == [7, 8]
     assert all(o.status is not vc.PollStatus.VERIFIED for o in outcomes)
+
+
+@pytest.mark.parametrize(("wait", "requests"), [("999999999", 1), ("-1", 2), ("date-past", 2)])
+async def test_a_503_to_a_send_opted_in_honours_retry_after_within_its_deadline(
+    wait: str, requests: int
+) -> None:
+    value = http_date(-3600) if wait == "date-past" else wait
+    server = Scripted(asking(b"503 Service Unavailable", value), SMS_SENT)
+    opted_in = vc.RetryPolicy(attempts=3, initial_backoff=0.001, retry_sends_on_503=True)
+    async with raw_server(server) as port, client(f"http://127.0.0.1:{port}", retry=opted_in) as c:
+        with anyio.fail_after(GUARD):
+            if requests == 1:
+                with pytest.raises(vc.HTTPStatusError, match="Retry-After"):
+                    await send_sms(c)
+            else:
+                assert (await send_sms(c)).request_id == 7
+    assert server.requests == requests
+
+
+@pytest.mark.parametrize("wait", ["date-past", "Wed Oct 21 07:28:00 2015", "\xb2", "-3"])
+async def test_a_poll_run_asked_to_wait_by_a_date_past_or_a_bad_value_polls_on(wait: str) -> None:
+    value = http_date(-3600) if wait == "date-past" else wait
+    server = Scripted(asking(b"429 Too Many Requests", value), VERIFIED_TRUE)
+    policy = vc.PollPolicy(initial_delay=0.01, max_delay=0.02, timeout=10, retry=FAST)
+    async with raw_server(server) as port, client(f"http://127.0.0.1:{port}") as c:
+        with anyio.fail_after(GUARD):
+            async with c.poll_verifications([7], policy=policy) as stream:
+                outcomes = [outcome async for outcome in stream]
+    assert [o.status for o in outcomes] == [vc.PollStatus.VERIFIED]
+    assert server.requests == 2
 
 
 # -- a proxy that misbehaves ----------------------------------------------------------------

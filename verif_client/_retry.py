@@ -8,6 +8,7 @@ failure.
 
 from __future__ import annotations
 
+import datetime
 import math
 import random
 import time
@@ -105,5 +106,7 @@ def retry_after(
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
-        return None
+        # asctime's form ("Sun Nov  6 08:49:37 1994"), one of the three an HTTP
+        # date may take, names no zone: HTTP dates are all GMT (RFC 9110 5.6.7).
+        when = when.replace(tzinfo=datetime.UTC)
     return min(max(0.0, when.timestamp() - now()), LONGEST_WAIT)
