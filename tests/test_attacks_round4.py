@@ -905,3 +905,36 @@ def test_the_cli_meeting_a_hostile_retry_after_exits_1_not_70(
     assert result.returncode == 1, result.stderr
     assert f"HTTP {status[:3].decode()}" in one_line(result)
     assert server.requests == requests
+
+
+def test_a_bulk_job_held_by_a_huge_retry_after_stops_on_ctrl_c_with_every_row_queued(
+    tmp_path: Path,
+) -> None:
+    import signal
+    import threading
+
+    from test_bulk_cli import Job, finish
+
+    refused = threading.Event()
+
+    class Refusing(Scripted):
+        async def __call__(self, stream: anyio.abc.ByteStream) -> None:
+            wire = Wire(stream)
+            while await wire.request() is not None:
+                self.requests += 1
+                await stream.send(self.answers[0])
+                refused.set()
+
+    server = Refusing(asking(b"429 Too Many Requests", "999999999"))
+    with served_in_thread(server) as port:
+        phones = [f"51255501{n:02d}" for n in range(6)]
+        job = Job(tmp_path, f"http://127.0.0.1:{port}", phones, "soap11")
+        process = job.start("--concurrency", "2")
+        assert refused.wait(timeout=60), "no SMS request reached the service"
+        # Held now (nothing may leave for 999999999 s): a Ctrl-C ends the run at once.
+        process.send_signal(signal.SIGINT)
+        finish(process, 130)
+    states = job.states()
+    # Refused, not processed: every row queued for a later run; none failed, unknown or lost.
+    assert sorted(state for state, _ in states.values()) == ["queued"] * len(phones)
+    assert server.requests <= 2  # the concurrency: what left before the first 429 came back
