@@ -217,6 +217,27 @@ async def test_a_poll_run_meeting_a_huge_retry_after_ends_by_its_own_deadline() 
     assert all(o.status is not vc.PollStatus.VERIFIED for o in outcomes)
 
 
+async def test_waiting_for_one_id_meeting_a_huge_retry_after_ends_by_its_policy() -> None:
+    server = Scripted(asking(b"429 Too Many Requests", "999999999"))
+    policy = vc.PollPolicy(initial_delay=0.01, max_delay=0.02, timeout=3, retry=SHORT)
+    async with raw_server(server) as port, client(f"http://127.0.0.1:{port}", retry=SHORT) as c:
+        with anyio.fail_after(GUARD):
+            outcome = await c.wait_until_verified(7, policy=policy)
+    assert outcome.status in (vc.PollStatus.TIMED_OUT, vc.PollStatus.FAILED)
+    assert server.requests == 1  # every later poll held by the 429, none sent
+
+
+def test_the_blocking_client_meeting_a_huge_retry_after_is_bounded_too() -> None:
+    server = Scripted(asking(b"429 Too Many Requests", "999999999"))
+    with served_in_thread(server) as port:
+        url = f"http://127.0.0.1:{port}"
+        with vc.SyncVerificationClient(url, username=USER, password=PASSWORD, retry=SHORT) as c:
+            for _ in range(2):  # the first refused at once, the second held to its deadline
+                with pytest.raises(vc.HTTPStatusError, match="Retry-After"):
+                    c.send_confirmation_sms("5125550100", "Is this you?")
+    assert server.requests == 1
+
+
 @pytest.mark.parametrize(("wait", "requests"), [("999999999", 1), ("-1", 2), ("date-past", 2)])
 async def test_a_503_to_a_send_opted_in_honours_retry_after_within_its_deadline(
     wait: str, requests: int
@@ -316,6 +337,12 @@ async def never_answers(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) ->
     await anyio.sleep_forever()
 
 
+async def endless_head(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
+    await stream.send(b"HTTP/1.1 200 Connection established\r\n")
+    while True:
+        await stream.send(b"X-Padding: " + b"a" * 1000 + b"\r\n")
+
+
 async def continues_forever(stream: anyio.abc.SocketStream, wire: Wire, _: bytes) -> None:
     while True:
         await stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -331,6 +358,7 @@ async def continues_forever(stream: anyio.abc.SocketStream, wire: Wire, _: bytes
         established_with_garbage,
         never_answers,
         continues_forever,
+        endless_head,
     ],
 )
 async def test_a_tunnel_that_never_reaches_the_service_fails_the_send_known_not_sent(
@@ -356,7 +384,7 @@ async def test_a_tunnel_that_never_reaches_the_service_fails_the_send_known_not_
     assert len(proxy.heads) >= 2
     assert all(head.startswith(f"CONNECT {SERVICE}:443 ".encode()) for head in proxy.heads)
     assert PROXY_PASSWORD not in str(error) + repr(error.args)
-    if script is established_with_garbage:
+    if script in (established_with_garbage, endless_head):
         assert isinstance(error, vc.ProxyError), error
         assert error.proxy == f"http://127.0.0.1:{port}"
     if script in (never_answers, continues_forever):
