@@ -966,3 +966,22 @@ def test_a_bulk_job_held_by_a_huge_retry_after_stops_on_ctrl_c_with_every_row_qu
     # Refused, not processed: every row queued for a later run; none failed, unknown or lost.
     assert sorted(state for state, _ in states.values()) == ["queued"] * len(phones)
     assert server.requests <= 2  # the concurrency: what left before the first 429 came back
+
+
+@pytest.mark.parametrize("script", [never_answers, established_with_garbage])
+def test_a_bulk_job_behind_a_proxy_that_never_opens_the_tunnel_exits_1_every_row_queued(
+    tmp_path: Path, script: ProxyScript
+) -> None:
+    from test_bulk_cli import Job, finish
+
+    proxy = ScriptedProxy(script)
+    with served_in_thread(proxy) as port:
+        phones = [f"51255502{n:02d}" for n in range(4)]
+        job = Job(tmp_path, f"https://{SERVICE}:1", phones, "soap11")
+        job.env["VERIF_PROXY"] = proxy_url(port)
+        message = finish(job.start("--concurrency", "2", "--timeout", "0.5"), 1)
+    assert "could not be reached before any SMS was sent" in message
+    assert f"http://127.0.0.1:{port}" in message
+    assert PROXY_PASSWORD not in message
+    states = job.states()
+    assert sorted(state for state, _ in states.values()) == ["queued"] * len(phones)
