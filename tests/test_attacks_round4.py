@@ -186,6 +186,21 @@ async def test_a_429_to_a_send_with_a_retry_after_that_is_no_wait_sends_it_once_
     assert server.requests == 2
 
 
+@pytest.mark.parametrize("status", [b"502 Bad Gateway", b"503 Service Unavailable", b"504 Timeout"])
+async def test_a_retry_after_of_0_on_a_gateway_error_never_repeats_a_send(status: bytes) -> None:
+    # Processed or not, nobody can tell: asked to come back at once, a send still is not.
+    server = Scripted(asking(status, "0"), SMS_SENT)
+    async with raw_server(server) as port, client(f"http://127.0.0.1:{port}") as c:
+        with anyio.fail_after(GUARD), pytest.raises(vc.HTTPStatusError):
+            await send_sms(c)
+        assert server.requests == 1
+        # A read is asked again.
+        server.answers = [asking(status, "0"), NOT_VERIFIED]
+        with anyio.fail_after(GUARD):
+            assert (await c.has_been_verified(7)).verified is False
+    assert server.requests == 3
+
+
 async def test_a_send_whose_fate_is_unknown_after_a_429_is_never_sent_again() -> None:
     # 429 (refused: sent again), then the service reads the send and hangs up.
     requests: list[bytes] = []
