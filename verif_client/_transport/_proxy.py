@@ -5,7 +5,8 @@ The rules are httpx's, so nobody has to learn new ones: an explicit
 ``trust_env=False``, ``HTTPS_PROXY`` (or ``HTTP_PROXY`` for an http:// service),
 then ``ALL_PROXY``, read at construction, the lower-case name first, and
 ``NO_PROXY`` (hosts, domains and their subdomains, ``.domain`` for the
-subdomains only, ``host:port``, ``*`` for every host) turns them off.
+subdomains only, ``host:port``, ``*`` for every host; IP addresses and CIDR
+networks by value, as curl reads them) turns them off.
 
 HTTPS goes through a ``CONNECT`` tunnel, the TLS inside it made with the
 service (its name is the one verified); plain HTTP goes to the proxy in
