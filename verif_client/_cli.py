@@ -400,7 +400,9 @@ def _client(
             hooks=hooks,
         )
     except ValueError as exc:
-        problem = str(exc)
+        problem = str(exc).replace(
+            "(cert=(cert_path, key_path, password))", "(set VERIF_CLIENT_KEY_PASSWORD)"
+        )
         # The library names its option; the user gave a flag (or its variable).
         for option, flag in _FLAG_OF.items():
             if problem.startswith(option):

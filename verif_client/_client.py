@@ -823,6 +823,8 @@ class VerificationClient:
                 # The clock is read once for the first attempt.
                 began = started if attempt == 1 else clock()
                 time_limit = self._time_limit(policy, began - started)
+                if first is None and self._slowdown is not None:
+                    await self._held(op, policy, started)
                 try:
                     if first is not None:
                         given, first = first, None
@@ -912,6 +914,30 @@ class VerificationClient:
             # A failure's traceback holds this frame: kept in it, the two
             # would be a cycle, left to the collector's oldest generation.
             failure = None
+
+    async def _held(self, op: Operation[Any], policy: RetryPolicy, started: float) -> None:
+        """A 429's Retry-After holds every request of this client until it has
+        passed (see _slowdown). A call waits that out only while its deadline
+        allows; a hold that ends later (a Retry-After of 999999999) would make
+        it a call that never ends: it then fails at its deadline, not sent,
+        with the 429 that holds it (a bulk job sends the row again, a poll run
+        asks again later, as after any 429)."""
+        slowdown = self._slowdown
+        clock = self._clock
+        assert slowdown is not None
+        assert clock is not None
+        end = started + policy.deadline
+        if slowdown.resume_at <= end:
+            return
+        await anyio.sleep(max(0.0, end - clock()))
+        error = HTTPStatusError(429, "", operation=op.name)
+        error.retry_after = max(0.0, slowdown.resume_at - clock())
+        error.message += (
+            f": not sent: the service asked (429, Retry-After) that nothing be sent for "
+            f"{error.retry_after:g} s more, past the call's retry deadline of {policy.deadline:g} s"
+        )
+        error.args = (error.message,)
+        raise error
 
     def _time_limit(self, policy: RetryPolicy, spent: float) -> float:
         """An attempt's time: one deadline per attempt, and no attempt, the

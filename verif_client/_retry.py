@@ -8,6 +8,7 @@ failure.
 
 from __future__ import annotations
 
+import datetime
 import math
 import random
 import time
@@ -21,6 +22,10 @@ import attrs
 RETRYABLE_STATUSES: Final = frozenset({429, 502, 503, 504})
 # The statuses whose Retry-After says when to try again.
 ASKS_TO_WAIT: Final = frozenset({429, 503})
+# The longest Retry-After taken as it is (about 317 years): a longer one (a
+# number of 400 digits is inf as a float) is this, so every sum and message
+# made of it stays a finite number.
+LONGEST_WAIT: Final = 1e10
 
 
 def grown(initial: float, multiplier: float, steps: int) -> float:
@@ -88,15 +93,20 @@ def retry_after(
             value = text.strip()
     if not value:
         return None
-    if value.isdigit():
-        return float(value)
+    # ASCII digits only: str.isdigit() also says yes to "\xb2" ("²", a header
+    # byte read as latin-1), which float() refuses with a ValueError.
+    if value.isascii() and value.isdigit():
+        return min(float(value), LONGEST_WAIT)
     # Loaded only when a server sends a date.
     from email.utils import parsedate_to_datetime
 
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    # OverflowError: a year past a C int ("21 Oct 99999999999").
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - now())
+        # asctime's form ("Sun Nov  6 08:49:37 1994"), one of the three an HTTP
+        # date may take, names no zone: HTTP dates are all GMT (RFC 9110 5.6.7).
+        when = when.replace(tzinfo=datetime.UTC)
+    return min(max(0.0, when.timestamp() - now()), LONGEST_WAIT)

@@ -96,8 +96,15 @@ class Scrubber:
     mixed freely, with ``***``."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
+        given = {secret for secret in secrets if secret}
+        # A non-ASCII secret also as its UTF-8 read as latin-1 ("pÃ¤ss" for
+        # "päss"): how an HTTP head (a proxy's reason, a header) is decoded,
+        # so a peer echoing it would otherwise show it in that spelling.
+        given |= {
+            s.encode("utf-8", "surrogatepass").decode("latin-1") for s in given if not s.isascii()
+        }
         # Longest first: one secret may contain another.
-        ordered = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+        ordered = sorted(given, key=len, reverse=True)
         # Compiled when first needed (see _text and _bytes): a secret's
         # pattern takes tens of milliseconds to compile, which every client
         # would pay at its start, and most never need it.

@@ -54,6 +54,11 @@ class Slowdown:
         climbed: float = self._base * 2.0 ** ((self._clock() - self._since) / CLIMB_SECONDS)
         return min(self._ceiling, climbed)
 
+    @property
+    def resume_at(self) -> float:
+        """When requests may leave again (the clock's time): the latest 429's Retry-After."""
+        return self._resume_at
+
     def refused(self, pace: float, retry_after: float | None, sent_at: float) -> float | None:
         """A 429 to a request sent at ``sent_at``: hold every request until
         ``retry_after`` seconds from now, and halve the pace (from the current

@@ -5,7 +5,8 @@ The rules are httpx's, so nobody has to learn new ones: an explicit
 ``trust_env=False``, ``HTTPS_PROXY`` (or ``HTTP_PROXY`` for an http:// service),
 then ``ALL_PROXY``, read at construction, the lower-case name first, and
 ``NO_PROXY`` (hosts, domains and their subdomains, ``.domain`` for the
-subdomains only, ``host:port``, ``*`` for every host) turns them off.
+subdomains only, ``host:port``, ``*`` for every host; IP addresses and CIDR
+networks by value, as curl reads them) turns them off.
 
 HTTPS goes through a ``CONNECT`` tunnel, the TLS inside it made with the
 service (its name is the one verified); plain HTTP goes to the proxy in
@@ -16,6 +17,7 @@ the proxy is shown everywhere else as ``scheme://host:port``.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Final
@@ -26,6 +28,7 @@ import anyio.abc
 import h11
 
 from .._errors import excerpt
+from .._scrub import Scrubber
 from . import SendError
 
 _ENVIRONMENT: Final = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
@@ -125,8 +128,10 @@ def _proxy_environment(environ: Mapping[str, str]) -> dict[str, str]:
 def bypassed(no_proxy: str, host: str, port: int) -> bool:
     """Whether ``NO_PROXY`` exempts ``host:port``: ``*``, a host or IP, a domain
     (itself and its subdomains), ``.domain`` (subdomains only), each with an
-    optional ``:port``."""
+    optional ``:port``; an IP address or network (``10.0.0.0/8``) matches an IP
+    host by value only (see docs/client.md for where httpx and curl differ)."""
     host = host.lower().rstrip(".")
+    address = _address(host)
     for raw in no_proxy.split(","):
         entry = raw.strip().lower()
         if entry == "*":
@@ -138,15 +143,25 @@ def bypassed(no_proxy: str, host: str, port: int) -> bool:
         entry = entry.rstrip("/")
         entry_port: int | None = None
         if entry.startswith("["):  # [::1] or [::1]:8443
-            address, _, rest = entry[1:].partition("]")
+            address_text, _, rest = entry[1:].partition("]")
             if rest.startswith(":") and rest[1:].isdigit():
                 entry_port = int(rest[1:])
-            entry = address
+            entry = address_text
         elif entry.count(":") == 1:
             name, _, digits = entry.partition(":")
             if digits.isdigit():
                 entry, entry_port = name, int(digits)
         if entry_port is not None and entry_port != port:
+            continue
+        # curl's rule: a trailing dot is no part of the name ("example.com.").
+        entry = entry.rstrip(".")
+        network = _network(entry)
+        if network is not None or address is not None:
+            # An address is no domain: "0.0.1" must not take in 10.0.0.1 by
+            # its suffix (httpx's pattern does), and "::1" equals "0:0::1".
+            # A network in CIDR form takes in its addresses, as in curl.
+            if network is not None and address is not None and address in network:
+                return True
             continue
         if entry.startswith("*"):
             entry = entry[1:]
@@ -156,6 +171,22 @@ def bypassed(no_proxy: str, host: str, port: int) -> bool:
         elif host == entry or host.endswith("." + entry):
             return True
     return False
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def _network(entry: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    if not entry or not (entry[0].isdigit() or ":" in entry):
+        return None  # a name: spares the parse
+    try:
+        return ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return None
 
 
 class ProxyRefused(SendError):
@@ -209,7 +240,11 @@ async def open_tunnel(stream: anyio.abc.ByteStream, proxy: Proxy, authority: str
         ) from None
     status = event.status_code
     if not 200 <= status < 300:
-        reason = excerpt(event.reason.decode("latin-1"), 60)
+        # Scrubbed before the excerpt cuts it: a proxy echoing its password
+        # past the cut would otherwise leave the password's start in the error,
+        # where the client's own scrubbing no longer finds the whole of it.
+        reason = Scrubber(proxy.secrets).text(event.reason.decode("latin-1"))
+        reason = excerpt(reason, 60)
         hint = " (wrong or missing credentials in the proxy URL)" if status == 407 else ""
         raise ProxyRefused(
             f"{proxy.shown} refused the tunnel to {authority}: {status} {reason}{hint}",

@@ -55,16 +55,40 @@ class ClientCert:
         return f"<ClientCert {self.certfile}>"
 
     def load_into(self, context: ssl.SSLContext) -> None:
+        # Named one by one: OpenSSL's FileNotFoundError names no file, and
+        # "no such file: cert.pem" for a missing key.pem sends one looking
+        # at the wrong file.
+        for path in (self.certfile, self.keyfile):
+            if path is not None and not os.path.exists(path):
+                raise ValueError(f"cert: no such file: {path}")
         try:
-            context.load_cert_chain(self.certfile, self.keyfile, self.password)
+            # Without a password, OpenSSL asks for one on the terminal ("Enter
+            # PEM pass phrase:") and waits there: a construction that never
+            # ends, and a prompt nobody expects. A callable is asked instead.
+            context.load_cert_chain(self.certfile, self.keyfile, self.password or _no_password)
+        except _KeyLocked:
+            raise ValueError(
+                f"cert: {self._shown()}: the key is encrypted and no password was given "
+                "(cert=(cert_path, key_path, password))"
+            ) from None
         except FileNotFoundError as exc:
             raise ValueError(f"cert: no such file: {exc.filename or self.certfile}") from None
         except (ssl.SSLError, OSError) as exc:
             problem = "no key, or a key that does not fit the certificate or the password"
-            shown = f"{self.certfile}" + (f", {self.keyfile}" if self.keyfile else "")
             raise ValueError(
-                f"cert: {shown}: cannot load ({problem}; {type(exc).__name__})"
+                f"cert: {self._shown()}: cannot load ({problem}; {type(exc).__name__})"
             ) from None
+
+    def _shown(self) -> str:
+        return f"{self.certfile}" + (f", {self.keyfile}" if self.keyfile else "")
+
+
+class _KeyLocked(Exception):
+    """OpenSSL asked for the key's password, and none was given."""
+
+
+def _no_password() -> str:
+    raise _KeyLocked
 
 
 def trusted_from_environment() -> tuple[str | None, str | None]:

@@ -191,16 +191,20 @@ async def send_until_accepted(
     *,
     stopping: Callable[[], bool],
     after_attempt: Callable[[], None] = lambda: None,
+    refused: Callable[[], None] = lambda: None,
 ) -> RequestResult:
     """Send; a 429 (refused, not processed: the client has slowed the whole
     run down and waits out its Retry-After) is sent again, until ``stopping()``:
-    no row ends ``failed`` because the service asked us to slow down."""
+    no row ends ``failed`` because the service asked us to slow down.
+    ``refused()`` is called before each such resend: nothing is in flight
+    while it waits (``before_send`` runs again once the resend leaves)."""
     while True:
         try:
             return await client.call_with(_SEND, params, before_send=before_send)
         except HTTPStatusError as exc:
             if exc.status_code != 429 or stopping():
                 raise
+            refused()
         finally:
             after_attempt()
 
@@ -270,7 +274,7 @@ class _Run:
             # while waiting for a slot leaves the row queued, not unknown.
             nonlocal written
             if written:
-                return  # sent again after a 429: it is in flight already
+                return  # in flight already
             if self.progress.stopping:
                 raise _Stopping
             self.journal.mark_sending(row.line)
@@ -278,9 +282,24 @@ class _Run:
             written = True
             self.progress.move(RowState.QUEUED, RowState.SENDING)
 
+        unsent = self.not_written.get(row.line)
+
+        def refused() -> None:
+            # A 429: the request was refused, not processed, and the resend
+            # may wait long for its Retry-After (999999999 s). Until it
+            # leaves, the row is queued again, and a stop cancels the wait:
+            # marked in flight, a Ctrl-C then would end it `unknown`.
+            nonlocal written
+            if written:
+                self.journal.requeue(row.line)
+                self.progress.move(RowState.SENDING, RowState.QUEUED)
+                written = False
+                if unsent is not None:
+                    self.not_written[row.line] = unsent
+
         params = _SEND.wire_params(row.phone_number, row.question)
         try:
-            sent = await self._send_until_accepted(params, mark_in_flight)
+            sent = await self._send_until_accepted(params, mark_in_flight, refused)
         except _Stopping:
             return  # it stays queued for a later run
         except RequestValidationError as exc:
@@ -303,9 +322,11 @@ class _Run:
                 return
             if isinstance(exc, HTTPStatusError) and exc.status_code == 429:
                 # Refused, not processed, as the job stops (the only 429 raised
-                # here): queued again for a later run, never failed.
-                self.journal.requeue(row.line)
-                self.progress.move(RowState.SENDING, RowState.QUEUED)
+                # here): queued again for a later run, never failed. (Not
+                # written: held by an earlier 429's Retry-After, it never left.)
+                if written:
+                    self.journal.requeue(row.line)
+                    self.progress.move(RowState.SENDING, RowState.QUEUED)
                 return
             if not written:
                 # Failed before the request was handed over: it never left.
@@ -335,7 +356,10 @@ class _Run:
         self.watch(sent.request_id, row.line, stream, self.options.deadline)
 
     async def _send_until_accepted(
-        self, params: Mapping[str, object], before_send: Callable[[], Awaitable[None]]
+        self,
+        params: Mapping[str, object],
+        before_send: Callable[[], Awaitable[None]],
+        refused: Callable[[], None],
     ) -> RequestResult:
         def slowed() -> None:
             self.progress.slowed_to = self.client.slowed_to
@@ -346,6 +370,7 @@ class _Run:
             before_send,
             stopping=lambda: self.progress.stopping,
             after_attempt=slowed,
+            refused=refused,
         )
 
     def _stop_job(self, why: str, exc: VerifClientError) -> None:
