@@ -30,6 +30,7 @@ import dataclasses
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -64,12 +65,19 @@ def numbers(rows: int) -> str:
     return "phone_number\n" + "".join(f"555{i:07d}\n" for i in range(rows))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU a live process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Simulated:
     """The simulator in its own process, and its count of SMS requests."""
 
-    def __init__(self, base_url: str, metrics_port: int) -> None:
+    def __init__(self, base_url: str, metrics_port: int, pid: int) -> None:
         self.base_url = base_url
         self.metrics_port = metrics_port
+        self.pid = pid
 
     def sends(self) -> int:
         import urllib.request
@@ -97,7 +105,7 @@ def simulator(latency: float) -> Iterator[Simulated]:
         match = re.search(r"(http://[^/\s]+)", process.stdout.readline())
         if match is None:
             raise RuntimeError("the simulator did not say where it listens")
-        yield Simulated(match.group(1), metrics_port)
+        yield Simulated(match.group(1), metrics_port, process.pid)
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -108,6 +116,8 @@ class Outcome:
     seconds: float
     states: collections.Counter[str]
     errors: list[str]
+    # CPU seconds of the workers together (their rusage, once they exited).
+    workers_cpu: float
 
 
 def timed_job(
@@ -121,6 +131,7 @@ def timed_job(
     command = [*CLI, "bulk", "run", "--journal", journal, "--input", str(data)]
     command += ["--question", QUESTION, "--concurrency", str(concurrency), "--output"]
     outputs = [os.path.join(scratch, f"{uuid.uuid4().hex}.jsonl") for _ in range(workers)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     processes = [
         subprocess.Popen(
@@ -134,11 +145,13 @@ def timed_job(
         if process.returncode:
             errors.append(f"exit {process.returncode}: {said.decode()[-500:]}")
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    workers_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     states: collections.Counter[str] = collections.Counter()
     with contextlib.suppress(OSError):
         for line in Path(outputs[0]).read_text().splitlines():
             states[json.loads(line)["status"]] += 1
-    return Outcome(seconds, states, errors)
+    return Outcome(seconds, states, errors, workers_cpu)
 
 
 def actions(address: str, job: str) -> int:
@@ -190,20 +203,33 @@ def measure(mode: Mode, workers: tuple[int, ...] = WORKERS) -> dict[str, Any]:
         data.write_text(numbers(mode.rows))
         simulated = stack.enter_context(simulator(mode.latency))
         if mode.with_sqlite:
-            sent_before = simulated.sends()
+            sent_before, simulator_before = simulated.sends(), cpu_seconds(simulated.pid)
             outcome = timed_job(
                 f"{scratch}/job.sqlite", data, 1, simulated.base_url, scratch, mode.concurrency
             )
-            figures["sqlite"] = _figures(outcome, mode.rows, simulated.sends() - sent_before)
+            run = _figures(outcome, mode.rows, simulated.sends() - sent_before)
+            run["simulator_cpu_ms_per_row"] = (
+                1000 * (cpu_seconds(simulated.pid) - simulator_before) / mode.rows
+            )
+            figures["sqlite"] = run
         server = DevServer(Path(scratch) / "temporal.db", Path(scratch) / "temporal.log")
         server.start()
         stack.callback(server.stop)
+        assert server.process is not None
         for count in workers:
             job = f"bench-{mode.name}-{count}-{uuid.uuid4().hex[:6]}"
             journal = f"temporal://{server.address}/default?job={job}"
             sent_before = simulated.sends()
+            simulator_before = cpu_seconds(simulated.pid)
+            server_before = cpu_seconds(server.process.pid)
             outcome = timed_job(journal, data, count, simulated.base_url, scratch, mode.concurrency)
             run = _figures(outcome, mode.rows, simulated.sends() - sent_before)
+            run["simulator_cpu_ms_per_row"] = (
+                1000 * (cpu_seconds(simulated.pid) - simulator_before) / mode.rows
+            )
+            run["server_cpu_ms_per_row"] = (
+                1000 * (cpu_seconds(server.process.pid) - server_before) / mode.rows
+            )
             run["actions_per_row"] = actions(server.address, job) / mode.rows
             figures[f"temporal_{count}"] = run
     return figures
@@ -212,6 +238,7 @@ def measure(mode: Mode, workers: tuple[int, ...] = WORKERS) -> dict[str, Any]:
 def _figures(outcome: Outcome, rows: int, sends: int) -> dict[str, Any]:
     return {
         "rows_per_s": rows / outcome.seconds,
+        "workers_cpu_ms_per_row": 1000 * outcome.workers_cpu / rows,
         "states": dict(outcome.states),
         "sends": sends,
         "errors": outcome.errors,
@@ -236,22 +263,28 @@ def table(mode: Mode, figures: dict[str, Any]) -> list[list[str]]:
         sqlite = figures["sqlite"]
         rows.append(
             ["SQLite", "1", f"{sqlite['rows_per_s']:.0f}", "-", _states(sqlite["states"]),
-             str(sqlite["sends"]), "-", "yes" if sqlite["clean"] else "NO"]
+             str(sqlite["sends"]), "-", _cpu(sqlite), "yes" if sqlite["clean"] else "NO"]
         )  # fmt: skip
     for key in runs:
         run = figures[key]
         rows.append(
             ["Temporal", key.split("_")[1], f"{run['rows_per_s']:.0f}",
              f"{run['rows_per_s'] / one:.2f}", _states(run["states"]), str(run["sends"]),
-             f"{run['actions_per_row']:.3f}", "yes" if run["clean"] else "NO"]
+             f"{run['actions_per_row']:.3f}", _cpu(run), "yes" if run["clean"] else "NO"]
         )  # fmt: skip
     return rows
 
 
 HEADINGS = [
     "journal", "workers", "rows/s", "vs 1 worker", "rows per state", "SMS sent",
-    "actions/row", "clean",
+    "actions/row", "CPU ms/row: workers+server+simulator", "clean",
 ]  # fmt: skip
+
+
+def _cpu(run: dict[str, Any]) -> str:
+    parts = [run["workers_cpu_ms_per_row"], run.get("server_cpu_ms_per_row", 0.0)]
+    parts.append(run["simulator_cpu_ms_per_row"])
+    return f"{sum(parts):.1f} = " + " + ".join(f"{part:.1f}" for part in parts)
 
 
 def run(report: Report, settings: Settings) -> None:
@@ -301,7 +334,8 @@ def main() -> None:
     workers = tuple(int(count) for count in args.workers.split(","))
     figures = measure(mode, workers)
     print(json.dumps(figures, indent=1), file=sys.stderr)
-    widths = [max(len(row[i]) for row in [HEADINGS, *table(mode, figures)]) for i in range(8)]
+    lines = [HEADINGS, *table(mode, figures)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(HEADINGS))]
     for row in [HEADINGS, *table(mode, figures)]:
         print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
 

@@ -19,7 +19,7 @@ import functools
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlsplit
@@ -474,7 +474,15 @@ class _Activities:
 
         params = _SEND.wire_params(row.phone_number, row.question)
         try:
-            sent = await send_until_accepted(self.client, params, mark_written, stopping=stopping)
+            # A 429 was refused, not processed: while its resend waits for the
+            # Retry-After, the row is not in flight (a stop then hands it back).
+            sent = await send_until_accepted(
+                self.client,
+                params,
+                mark_written,
+                stopping=stopping,
+                refused=lambda: written.discard(row.line),
+            )
         except _Stopping:
             return SendOutcome(row.line, RowState.QUEUED.value)
         except RequestValidationError as exc:
@@ -508,11 +516,13 @@ class _Activities:
         # A retry that starts from answers it already has returns them first.
         waiting = [] if known else await self._claimed(request, known)
 
-        # Back to the workflow once half the rows are answered, or
-        # _ANSWER_LINGER seconds after an answer, so that answered rows are
-        # recorded without waiting for the slowest: a round records at least
-        # one row (usually half), however long its rows wait.
-        enough = (len(request.rows) + 1) // 2
+        # Back to the workflow once every row is answered, or _ANSWER_LINGER
+        # seconds after the first answer, so that answered rows are recorded
+        # without waiting for the slowest: a round records at least one row,
+        # however long its rows wait. (Returning at half the rows cost a
+        # second poll of the other half: their next round usually lands on
+        # another worker, whose stream polls them anew.)
+        enough = len(waiting)
         answered = anyio.Event()
 
         async def wait(awaited: Awaited, scope: anyio.CancelScope) -> None:
@@ -903,10 +913,14 @@ class TemporalJob:
         """Every row of the job as its workflow holds it now (finished or not)."""
         return [row for _, rows in await self._batches(spec, finished=finished) for row in rows]
 
-    async def progress(self, spec: JobSpec) -> tuple[dict[str, int], list[Row]]:
-        """The job's counts and its finished rows, from the batches' memos as
-        the server's visibility store lists them: one call, no worker needed
-        (a batch started by a version without memos is asked as before)."""
+    async def progress(
+        self, spec: JobSpec, *, rows: bool = True
+    ) -> tuple[dict[str, int], list[Row]]:
+        """The job's counts and (with ``rows``) its finished rows, from the
+        batches' memos as the server's visibility store lists them: one call,
+        no worker needed. A batch the listing does not show yet is described
+        (its memo, no worker either); one started by a version without memos
+        is asked as before."""
         latest: dict[str, temporalio.client.WorkflowExecution] = {}
         prefix = rows_workflow_id(self.job, 0)[:-1]
         if "'" not in prefix and "\\" not in prefix:
@@ -917,30 +931,36 @@ class TemporalJob:
                     latest[execution.id] = execution
         counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)
         finished: list[Row] = []
-        unlisted: list[int] = []
-        for first in spec.batches:
-            listed = latest.get(rows_workflow_id(self.job, first))
-            memo = await listed.memo() if listed is not None else {}
-            if COUNTS_MEMO not in memo:
-                unlisted.append(first)
-                continue
-            for name, count in memo[COUNTS_MEMO].items():
+        limiter = anyio.CapacityLimiter(16)
+
+        async def add(first: int) -> None:
+            execution = latest.get(rows_workflow_id(self.job, first))
+            if execution is None or COUNTS_MEMO not in execution.raw_info.memo.fields:
+                handle = self.temporal.get_workflow_handle(rows_workflow_id(self.job, first))
+                async with limiter:
+                    try:
+                        execution = await handle.describe()
+                    except temporalio.service.RPCError as exc:
+                        if _is_not_found(exc):
+                            return  # not started yet: its rows count as queued
+                        raise
+            if COUNTS_MEMO not in execution.raw_info.memo.fields:
+                older = dataclasses.replace(spec, batches=[first])
+                held = [row for _, batch in await self._batches(older) for row in batch]
+                for name, count in _counts(held).items():
+                    counts[name] += count
+                finished.extend(row for row in held if row.state in FINAL_STATES)
+                return
+            batch_counts: dict[str, int] = await execution.memo_value(COUNTS_MEMO)
+            for name, count in batch_counts.items():
                 counts[name] = counts.get(name, 0) + count
-            done: dict[int, Row] = {}
-            keys = sorted(
-                (key for key in memo if key.startswith(DONE_MEMO)),
-                key=lambda key: int(key[len(DONE_MEMO) :]),
-            )
-            for key in keys:
-                for fields in memo[key] or ():
-                    done[fields["line"]] = Row(**fields)
-            finished.extend(done.values())
-        if unlisted:
-            older = dataclasses.replace(spec, batches=unlisted)
-            rows = [row for _, batch in await self._batches(older) for row in batch]
-            for name, count in _counts(rows).items():
-                counts[name] += count
-            finished.extend(row for row in rows if row.state in FINAL_STATES)
+            if rows:  # the rows' records are most of the memo: decoded only when asked
+                finished.extend(_finished_in(await execution.memo()))
+
+        with library_error_unwrapped():
+            async with anyio.create_task_group() as tg:
+                for first in spec.batches:
+                    tg.start_soon(add, first)
         counts[RowState.QUEUED.value] += spec.rows - sum(counts.values())
         finished.sort(key=lambda row: row.line)
         return counts, finished
@@ -1101,7 +1121,7 @@ class TemporalJob:
                 # Counts that cannot be had now (the server away) only skip
                 # this refresh of the display.
                 with contextlib.suppress(Exception):
-                    counts, _ = await self.progress(spec)
+                    counts, _ = await self.progress(spec, rows=False)
                     progress.states = collections.Counter(counts)
                     progress.slowed_to = client.slowed_to
                     on_progress(progress)
@@ -1189,6 +1209,20 @@ def _record(row: InputRow) -> Row:
         state = RowState.INVALID
         return Row(row.line, row.user_id, row.phone_number, row.question, state, result=reason)
     return Row(row.line, row.user_id, row.phone_number, row.question, RowState.QUEUED.value)
+
+
+def _finished_in(memo: Mapping[str, Any]) -> list[Row]:
+    """A batch's finished rows, from its memo's DONE_MEMO keys (a later key's
+    record of a row over an earlier one's)."""
+    done: dict[int, Row] = {}
+    keys = sorted(
+        (key for key in memo if key.startswith(DONE_MEMO)),
+        key=lambda key: int(key[len(DONE_MEMO) :]),
+    )
+    for key in keys:
+        for fields in memo[key] or ():
+            done[fields["line"]] = Row(**fields)
+    return list(done.values())
 
 
 def _different_input(where: str) -> JournalError:

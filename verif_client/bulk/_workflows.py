@@ -58,6 +58,7 @@ EPOCH_MEMO = "epoch"
 COUNTS_MEMO = "counts"
 DONE_MEMO = "done/"
 _PROGRESS_PATCH = "progress-memo"
+_PIPELINE_PATCH = "answers-as-sent"
 
 
 def job_workflow_id(job: str) -> str:
@@ -404,11 +405,42 @@ class RowsWorkflow:
 
     async def _round(self, rows: list[Row]) -> None:
         assert self.batch is not None
+        batch = self.batch
         groups = [rows[index : index + SEND_GROUP] for index in range(0, len(rows), SEND_GROUP)]
-        await asyncio.gather(*(self._send(self.batch, group) for group in groups))
-        sent = [row for row in rows if row.state == RowState.SENT]
-        if sent:
-            await self._answers(self.batch, sent)
+        if not workflow.patched(_PIPELINE_PATCH):
+            # As a job started before the pipeline did: answers once all are sent.
+            await asyncio.gather(*(self._send(batch, group) for group in groups))
+            sent = [row for row in rows if row.state == RowState.SENT]
+            if sent:
+                await self._answers(batch, sent)
+            return
+        # Rows are waited on as their groups are sent, in waves: a wave's
+        # answers activity takes every row sent since the last wave began,
+        # once that wave's first activity is back (few activities per batch,
+        # and polls overlap the batch's later sends).
+        pending: list[Row] = []
+        sending = len(groups)
+
+        async def send(group: list[Row]) -> None:
+            nonlocal sending
+            await self._send(batch, group)
+            pending.extend(row for row in group if row.state == RowState.SENT)
+            sending -= 1
+
+        async def answer() -> None:
+            waves: list[asyncio.Task[None]] = []
+            while True:
+                await workflow.wait_condition(lambda: bool(pending) or sending == 0)
+                if not pending:
+                    break
+                wave = list(pending)
+                pending.clear()
+                first_back = asyncio.Event()
+                waves.append(asyncio.create_task(self._answers(batch, wave, first_back)))
+                await first_back.wait()
+            await asyncio.gather(*waves)
+
+        await asyncio.gather(*(send(group) for group in groups), answer())
 
     @workflow.update
     def resend(self, resend_unknown: bool, resend_failed: bool) -> int:
@@ -489,7 +521,9 @@ class RowsWorkflow:
             # Rows a stopping worker did not write go again, to any worker.
             group = [row for row in group if row.state == RowState.QUEUED]
 
-    async def _answers(self, batch: Batch, sent: list[Row]) -> None:
+    async def _answers(
+        self, batch: Batch, sent: list[Row], first_back: asyncio.Event | None = None
+    ) -> None:
         waiting = sent
         while waiting:
             request = AnswersRequest(
@@ -516,6 +550,8 @@ class RowsWorkflow:
                 row.state = answer.state
                 row.result = answer.result
             self._publish([by_line[answer.line] for answer in answers])
+            if first_back is not None:
+                first_back.set()
             waiting = [row for row in waiting if row.state == RowState.SENT]
 
 
