@@ -85,6 +85,7 @@ from ._workflows import (
     COUNTS_MEMO,
     DONE_MEMO,
     EPOCH_MEMO,
+    LOADED_MEMO,
     SEND_ACTIVITY,
     SEND_GROUP,
     STOPPED_MEMO,
@@ -639,14 +640,20 @@ class TemporalJob:
 
     async def spec(self) -> JobSpec | None:
         """What the job is, as its first loader recorded it; None if no such job."""
+        return (await self._described())[0]
+
+    async def _described(self) -> tuple[JobSpec | None, bool]:
+        """The job's record (None if no such job), and whether every batch of
+        it was started."""
         try:
             description = await self._job_handle().describe()
         except temporalio.service.RPCError as exc:
             if _is_not_found(exc):
-                return None
+                return None, False
             raise JournalError(f"{self.where()}: {exc.message}") from None
         spec: JobSpec = await description.memo_value("spec", type_hint=JobSpec)
-        return spec
+        loaded: bool = await description.memo_value(LOADED_MEMO, False, type_hint=bool)
+        return spec, loaded
 
     async def _loaded_spec(self) -> JobSpec:
         spec = await self.spec()
@@ -704,9 +711,11 @@ class TemporalJob:
         """Load the input unless the job has it: the same input joins, another is refused."""
         identity = digest(data, options.encoding)
         asked = question_digest(options.question)
-        spec = await self.spec()
+        spec, loaded = await self._described()
         if spec is not None:
             self._check_definition(spec, identity, asked)
+            if loaded:
+                return spec  # every batch started: nothing to read or start again
         rows = list(read_input(data, options.question, codec, encoding=options.encoding, name=name))
         if spec is None:
             size = self.location.batch
@@ -754,6 +763,9 @@ class TemporalJob:
             async with anyio.create_task_group() as tg:
                 for first, batch in zip(spec.batches, _split(records, spec.batches), strict=True):
                     tg.start_soon(start, first, batch)
+        # The runs that join from now on need not read the input again.
+        with contextlib.suppress(temporalio.service.RPCError):
+            await self._job_handle().signal(JobWorkflow.loaded)
         return spec
 
     async def resend(self, spec: JobSpec, *, resend_unknown: bool, resend_failed: bool) -> int:
@@ -825,10 +837,10 @@ class TemporalJob:
             try:
                 await self.temporal.start_workflow(
                     JobWorkflow.run,
-                    args=[spec, JobState(done=done, epoch=epoch)],
+                    args=[spec, JobState(done=done, epoch=epoch, loaded=True)],
                     id=job_workflow_id(self.job),
                     task_queue=spec.task_queue,
-                    memo={"spec": spec, EPOCH_MEMO: epoch},
+                    memo={"spec": spec, EPOCH_MEMO: epoch, LOADED_MEMO: True},
                     **again_policy,
                 )
             except temporalio.exceptions.WorkflowAlreadyStartedError:

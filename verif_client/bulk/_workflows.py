@@ -52,6 +52,8 @@ _IDS_PER_SHARD = 20_000
 # runs) and how many times it was resumed after a stop.
 STOPPED_MEMO = "stopped"
 EPOCH_MEMO = "epoch"
+# Every batch of the job was started: a run that joins need not start them.
+LOADED_MEMO = "loaded"
 # Memo keys of a rows workflow, read by `bulk status` and `bulk export` with no
 # worker (no query): its counts by state, and its rows that reached a final
 # state, a key per change (DONE_MEMO + N), so each row enters the history once.
@@ -138,6 +140,7 @@ class JobState:
     epoch: int = 0
     # Each worker's share of the rate (by the worker's own id).
     leases: dict[str, Lease] = dataclasses.field(default_factory=dict)
+    loaded: bool = False
 
 
 @dataclasses.dataclass
@@ -264,7 +267,15 @@ class JobWorkflow:
             "spec": self.spec,
             STOPPED_MEMO: self.state.stopped,
             EPOCH_MEMO: self.state.epoch,
+            LOADED_MEMO: self.state.loaded,
         }
+
+    @workflow.signal
+    def loaded(self) -> None:
+        """Every batch of the job was started (by the run that loaded it)."""
+        if not self.state.loaded:
+            self.state.loaded = True
+            workflow.upsert_memo({LOADED_MEMO: True})
 
     async def _tell_batches(self, signal: str) -> None:
         assert self.spec is not None
