@@ -207,9 +207,10 @@ def test_workers_share_a_job_and_survive_a_kill(
 def test_the_rate_is_the_jobs_across_workers(
     temporal_server: DevServer, service: HoldingService, tmp_path: Path
 ) -> None:
-    numbers(tmp_path / "in.csv", 45, prefix="557")
+    numbers(tmp_path / "in.csv", 60, prefix="557")
     job = Job(temporal_server, service, tmp_path, "shared-rate")
-    rate, concurrency, count = 30, 3, 3
+    # Eight workers leasing shares of one rate.
+    rate, concurrency, count = 30, 1, 8
     flags = ["--input", str(tmp_path / "in.csv"), "--rate", str(rate)]
     flags += ["--concurrency", str(concurrency)]
     workers = [job.start(f"w{index}", *flags) for index in range(count)]
@@ -218,9 +219,9 @@ def test_the_rate_is_the_jobs_across_workers(
             assert worker.wait(timeout=120) == 0, job.log(f"w{index}")
     finally:
         reap(workers)
-    # 45 sends and 90 polls: three limiters of their own would allow 90/s.
+    # 60 sends and 120 polls: eight limiters of their own would allow 240/s.
     arrivals = service.arrivals
-    assert len(arrivals) >= 135
+    assert len(arrivals) >= 180
     # A request reaches the simulator at its slot (slots are 1/rate apart
     # across the job) or later, never earlier; the slack is what each worker
     # can have between slot and simulator (a send and a poll per unit of

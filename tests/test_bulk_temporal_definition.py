@@ -9,6 +9,7 @@ different inputs at the same moment.
 from __future__ import annotations
 
 import collections
+import signal
 import subprocess
 from pathlib import Path
 
@@ -16,7 +17,18 @@ import anyio
 import pytest
 from relsupport import SEND, HoldingService
 from temporalserver import DevServer
-from test_bulk_temporal import QUESTION, Job, numbers, reap, sends, service, temporal_server
+from test_bulk_temporal import (
+    QUESTION,
+    Job,
+    numbers,
+    reap,
+    sends,
+    service,
+    temporal_server,
+    wait_for,
+)
+
+from verif_client.simulator import Script
 
 pytest.importorskip("temporalio")
 
@@ -129,3 +141,28 @@ def test_a_bad_worker_url_is_one_line(temporal_server: DevServer) -> None:
         assert done.returncode == status, (url, done.stderr)
         assert words in done.stderr, (url, done.stderr)
         assert done.stderr.count("\n") == 1, (url, done.stderr)
+
+
+def test_status_and_export_need_no_worker(
+    temporal_server: DevServer, service: HoldingService, tmp_path: Path
+) -> None:
+    phones = numbers(tmp_path / "in.csv", 24, prefix="566")
+    for phone in phones[:4]:
+        # Pending until the end of the test: the job cannot end.
+        service.app.script_for(phone, Script.manual())
+    job = Job(temporal_server, service, tmp_path, "no-worker")
+    worker = job.start("w0", "--input", str(tmp_path / "in.csv"))
+    try:
+        wait_for(lambda: len(job.export()) == 20, "the fast rows finished")
+        worker.send_signal(signal.SIGKILL)
+        assert worker.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        reap([worker])
+    # Nobody polls the job's task queue now: no query could be answered.
+    status = job.run("bulk", "status", "--journal", job.url)
+    assert status.returncode == 0, status.stderr
+    lines = [line.split() for line in status.stdout.splitlines()]
+    assert ["verified", "20"] in lines
+    assert lines[-1] == ["total", "24"]
+    rows = job.export()
+    assert sorted(row["phone_number"] for row in rows) == sorted(phones[4:])

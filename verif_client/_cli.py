@@ -657,7 +657,7 @@ async def _bulk_export(args: argparse.Namespace) -> int:
 
 def _temporal_location(location: str) -> Any:
     """The parsed temporal:// URL (a one-line error without the temporal extra)."""
-    from .bulk._temporal import Location
+    from .bulk._temporal_location import Location
 
     return Location.parse(location)
 

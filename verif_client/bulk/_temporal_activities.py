@@ -1,0 +1,422 @@
+"""The activities a Temporal worker runs for a job: sends and answers.
+
+A send activity sends up to ten rows at most once, with this process's
+:class:`VerificationClient` (its credentials come from this process's
+environment and never enter Temporal). An answers activity claims its rows'
+request ids (``_temporal_ids``), then waits for their outcomes in the
+worker's own poll stream (one per polling setting: no activity per poll), and
+returns as they come, heartbeating what it has so that a retry on another
+worker polls only the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+import attrs
+
+from .._client import VerificationClient
+from .._errors import HTTPStatusError, RequestValidationError, VerifClientError
+from .._operations import SEND_CONFIRMATION_SMS
+from .._polling import LocationOutcome, PollStream, VerificationOutcome
+from .._pollpolicy import PollPolicy
+from .._terminal import safe
+from ._job import RowState
+from ._journal import JournalError
+from ._outcomes import merge_outcome, outcome_of_failure
+from ._runner import (
+    IN_FLIGHT_STOP_REASON,
+    reused_id_reason,
+    send_until_accepted,
+    stop_message,
+    stops_the_job,
+)
+
+try:
+    import temporalio.client
+    import temporalio.exceptions
+    from temporalio import activity
+except ImportError:  # pragma: no cover - depends on the installed extras
+    raise JournalError(
+        "a temporal:// journal needs temporalio: pip install 'verif-client[temporal]'"
+    ) from None
+
+from ._temporal_ids import IdClaims
+from ._temporal_outage import is_transient, persist
+from ._workflows import (
+    ANSWERS_ACTIVITY,
+    EPOCH_MEMO,
+    SEND_ACTIVITY,
+    STOPPED_MEMO,
+    Answer,
+    AnswersRequest,
+    Awaited,
+    Claimed,
+    JobSpec,
+    Polling,
+    SendOutcome,
+    SendRequest,
+    ToSend,
+    id_shards,
+    job_workflow_id,
+)
+
+_SEND: Final = SEND_CONFIRMATION_SMS
+_ANSWER_LINGER: Final = 2.0
+# How often a run, and a worker's sends, read whether the job was stopped
+# (the job's memo: no query).
+STOP_WATCH_SECONDS: Final = 0.5
+_RECORDS_KEPT: Final = 100
+_UNCHECKED_ID: Final = (
+    "the SMS was sent, but its request id could not be recorded in the job's record to check "
+    "that no other row has it, so it is not polled"
+)
+# A send activity resends rows the service answered 429 (not processed) this
+# long at most; then hands them back, queued, well within its 10-minute limit.
+_RESEND_429_SECONDS: Final = 300.0
+
+
+class _PollHub:
+    """One poll stream for every row this worker waits on with the same
+    polling settings: the client's poller batches and paces them all."""
+
+    def __init__(self, client: VerificationClient, polling: Polling, concurrency: int) -> None:
+        self.client = client
+        self.polling = polling
+        self.concurrency = concurrency
+        self.stream: PollStream[Any] | None = None
+        self.waiting: dict[int, anyio.Event] = {}
+        self.partial: dict[int, dict[str, Any]] = {}
+        self.settled: dict[int, tuple[str, dict[str, Any]]] = {}
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        polling = self.polling
+        policy = PollPolicy(
+            initial_delay=polling.initial_delay,
+            multiplier=polling.multiplier,
+            max_delay=polling.max_delay,
+            jitter=polling.jitter,
+            timeout=polling.deadline,
+            false_means=polling.false_means,  # type: ignore[arg-type]
+        )
+        poll = (
+            self.client.poll_verifications_and_locations
+            if polling.location
+            else self.client.poll_verifications
+        )
+        async with poll(policy=policy, keep_open=True, max_concurrency=self.concurrency) as stream:
+            self.stream = stream
+            task_status.started()
+            async for outcome in stream:
+                self._settle(outcome)
+
+    def _settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
+        part = self.partial.setdefault(outcome.request_id, {})
+        settled = merge_outcome(part, outcome, location=self.polling.location)
+        if settled is None:
+            return
+        del self.partial[outcome.request_id]
+        state, result = settled
+        self.settled[outcome.request_id] = (state.value, result)
+        event = self.waiting.pop(outcome.request_id, None)
+        if event is not None:
+            event.set()
+
+    async def answer(self, awaited: Awaited) -> Answer:
+        if awaited.request_id not in self.settled:
+            event = self.waiting.get(awaited.request_id)
+            if event is None:
+                # A row waited on once per worker, however often its wait is retried.
+                event = self.waiting[awaited.request_id] = anyio.Event()
+                assert self.stream is not None
+                left = self.polling.deadline - (time.time() - awaited.sent_at)
+                self.stream.add(awaited.request_id, timeout=max(0.0, left))
+            await event.wait()
+        state, result = self.settled[awaited.request_id]
+        return Answer(awaited.line, state, result)
+
+
+class _Stopping(Exception):
+    """The worker is shutting down, or the job stops: a request not yet
+    written is not written."""
+
+
+@attrs.frozen(slots=True)
+class Record:
+    """What a send activity reads of its job first: the job as loaded, why it
+    stopped (None: it runs) and how often it was resumed after a stop."""
+
+    spec: JobSpec
+    stopped: str | None
+    epoch: int
+    running: bool
+
+    @classmethod
+    async def read(cls, temporal: temporalio.client.Client, job: str) -> Record:
+        # The memo is the server's record: no worker needs to answer.
+        description = await temporal.get_workflow_handle(job_workflow_id(job)).describe()
+        spec: JobSpec = await description.memo_value("spec", type_hint=JobSpec)
+        stopped: str | None = await description.memo_value(STOPPED_MEMO, None, type_hint=str)
+        epoch: int = await description.memo_value(EPOCH_MEMO, 0, type_hint=int)
+        running = description.status == temporalio.client.WorkflowExecutionStatus.RUNNING
+        return cls(spec, stopped, epoch, running)
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(every: float, details: Callable[[], Iterable[Any]]) -> AsyncIterator[None]:
+    """Heartbeat while the body runs: a dead worker's activity times out soon."""
+
+    async def beat() -> None:
+        while True:
+            # Not at once: a short activity sends no heartbeat at all.
+            await anyio.sleep(every)
+            activity.heartbeat(*details())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(beat)
+        yield
+        tg.cancel_scope.cancel()
+
+
+class Activities:
+    def __init__(
+        self,
+        temporal: temporalio.client.Client,
+        client: VerificationClient,
+        concurrency: int,
+        heartbeat: float,
+    ) -> None:
+        self.temporal = temporal
+        self.claims = IdClaims(temporal)
+        self.client = client
+        self.concurrency = concurrency
+        self.beat = heartbeat / 4
+        # --concurrency: the SMS requests of this worker in flight at once.
+        self.sending = anyio.CapacityLimiter(concurrency)
+        self.hubs: dict[tuple[Any, ...], _PollHub] = {}
+        self.task_group: anyio.abc.TaskGroup | None = None
+        self._hub_lock = anyio.Lock()
+        # Jobs stopped by what this worker's sends met, with the job's epoch then.
+        self.stops: dict[str, int] = {}
+        self.anything_sent = False
+        # Each job's record as last read, with time.monotonic() then.
+        self.records: dict[str, tuple[float, Record]] = {}
+
+    @activity.defn(name=SEND_ACTIVITY)
+    async def send(self, request: SendRequest) -> list[SendOutcome]:
+        record = await self._record(request.job)
+        if self._stopped(request.job, record):
+            # Back, unsent: the job's word to stop is on its way to the batch.
+            return [SendOutcome(row.line, RowState.QUEUED) for row in request.rows]
+        outcomes: dict[int, SendOutcome] = {}
+        written: set[int] = set()
+        ends_resending = time.monotonic() + _RESEND_429_SECONDS
+
+        async def send_one(row: ToSend) -> None:
+            async with self.sending:
+                outcomes[row.line] = await self._send_one(
+                    request.job, record.epoch, row, written, ends_resending
+                )
+
+        try:
+            async with _heartbeating(self.beat, tuple), anyio.create_task_group() as tg:
+                for row in request.rows:
+                    tg.start_soon(send_one, row)
+            # The outcomes reach the workflow only through the server: wait
+            # for it here (an outage), not in the SDK's bounded retries.
+            await persist(self._reachable, "reporting sends")
+        except anyio.get_cancelled_exc_class():
+            # The worker stops for good (its grace is over): a request written
+            # may have been sent; one not written goes back, to any worker.
+            for row in request.rows:
+                if row.line in written and row.line not in outcomes:
+                    reason = {"reason": IN_FLIGHT_STOP_REASON}
+                    outcomes[row.line] = SendOutcome(row.line, RowState.UNKNOWN, result=reason)
+                elif row.line not in outcomes:
+                    outcomes[row.line] = SendOutcome(row.line, RowState.QUEUED)
+        return list(outcomes.values())
+
+    async def _reachable(self) -> None:
+        await self.temporal.service_client.check_health()
+
+    async def _record(self, job: str) -> Record:
+        """The job's record, read again at most every STOP_WATCH_SECONDS
+        while it runs (the memo holds the job's spec: a large job's is tens
+        of kilobytes), and every time while it is stopped."""
+        now = time.monotonic()
+        cached = self.records.get(job)
+        fresh = cached is not None and now - cached[0] < STOP_WATCH_SECONDS
+        if cached is not None and fresh and cached[1].stopped is None:
+            return cached[1]
+        try:
+            record = await Record.read(activity.client(), job)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            if cached is None:
+                # Nothing written yet: wait for the server rather than fail the rows.
+                record = await persist(
+                    functools.partial(Record.read, activity.client(), job), "reading the job"
+                )
+            else:
+                return cached[1]  # the server is busy: what was read last will do
+        if len(self.records) > _RECORDS_KEPT:
+            self.records.clear()  # a long-lived worker serving many jobs
+        self.records[job] = (now, record)
+        return record
+
+    def _stopped(self, job: str, record: Record) -> bool:
+        """Whether ``job`` stops, as its record or this worker (which may have
+        seen it first) knows; a stop this worker saw before the job was last
+        resumed is over."""
+        seen = self.stops.get(job)
+        if seen is not None and record.epoch > seen:
+            del self.stops[job]
+            seen = None
+        return record.stopped is not None or seen is not None
+
+    async def _send_one(
+        self, job: str, epoch: int, row: ToSend, written: set[int], ends_resending: float
+    ) -> SendOutcome:
+        async def mark_written() -> None:
+            # After the rate limit let it go: a stop before this leaves the row queued.
+            if activity.is_worker_shutdown() or job in self.stops:
+                raise _Stopping
+            written.add(row.line)
+
+        def stopping() -> bool:
+            return (
+                activity.is_worker_shutdown()
+                or job in self.stops
+                or time.monotonic() > ends_resending
+            )
+
+        params = _SEND.wire_params(row.phone_number, row.question)
+        try:
+            # A 429 was refused, not processed: while its resend waits for the
+            # Retry-After, the row is not in flight (a stop then hands it back).
+            sent = await send_until_accepted(
+                self.client,
+                params,
+                mark_written,
+                stopping=stopping,
+                refused=lambda: written.discard(row.line),
+            )
+        except _Stopping:
+            return SendOutcome(row.line, RowState.QUEUED.value)
+        except RequestValidationError as exc:
+            return SendOutcome(row.line, RowState.INVALID.value, result={"reason": str(exc)})
+        except VerifClientError as exc:
+            why = stops_the_job(exc, self.anything_sent)
+            if why is not None:
+                self.stops.setdefault(job, epoch)
+                message = stop_message(why, exc)
+                return SendOutcome(row.line, RowState.QUEUED.value, stopped=message, epoch=epoch)
+            if isinstance(exc, HTTPStatusError) and exc.status_code == 429:
+                # Refused, not processed: it goes back, to be sent again.
+                return SendOutcome(row.line, RowState.QUEUED.value)
+            state = outcome_of_failure(exc, written=row.line in written)
+            return SendOutcome(row.line, state.value, result={"reason": str(exc)})
+        if not sent.ok:
+            reason = {"reason": sent.error_message or "request id 0"}
+            return SendOutcome(row.line, RowState.FAILED.value, result=reason)
+        self.anything_sent = True
+        return SendOutcome(row.line, RowState.SENT.value, sent.request_id, time.time())
+
+    @activity.defn(name=ANSWERS_ACTIVITY)
+    async def answers(self, request: AnswersRequest) -> list[Answer]:
+        # What an earlier attempt (on a worker that died) had already settled.
+        known = {
+            answer["line"]: Answer(**answer)
+            for details in activity.info().heartbeat_details[-1:]
+            for answer in details
+        }
+        hub = await self._hub(request.polling)
+        # A retry that starts from answers it already has returns them first.
+        waiting = [] if known else await self._claimed(request, known)
+
+        # Back to the workflow once every row is answered, or _ANSWER_LINGER
+        # seconds after the first answer, so that answered rows are recorded
+        # without waiting for the slowest: a round records at least one row,
+        # however long its rows wait. (Returning at half the rows cost a
+        # second poll of the other half: their next round usually lands on
+        # another worker, whose stream polls them anew.)
+        enough = len(waiting)
+        answered = anyio.Event()
+
+        async def wait(awaited: Awaited, scope: anyio.CancelScope) -> None:
+            known[awaited.line] = await hub.answer(awaited)
+            answered.set()
+            if len(known) >= enough:
+                scope.cancel()
+
+        async def linger(scope: anyio.CancelScope) -> None:
+            await answered.wait()
+            await anyio.sleep(_ANSWER_LINGER)
+            scope.cancel()
+
+        def details() -> tuple[list[dict[str, Any]]]:
+            return ([dataclasses.asdict(answer) for answer in known.values()],)
+
+        async with _heartbeating(self.beat, details), anyio.create_task_group() as outer:
+            outer.start_soon(self._stop_on_shutdown, outer.cancel_scope)
+            if not known:
+                async with anyio.create_task_group() as waits:
+                    waits.start_soon(linger, waits.cancel_scope)
+                    for awaited in waiting:
+                        waits.start_soon(wait, awaited, waits.cancel_scope)
+            outer.cancel_scope.cancel()
+        if not known:
+            # Retried by another worker, which starts from the heartbeat's answers.
+            raise temporalio.exceptions.ApplicationError("the worker is stopping")
+        return [known[awaited.line] for awaited in request.rows if awaited.line in known]
+
+    async def _claimed(self, request: AnswersRequest, known: dict[int, Answer]) -> list[Awaited]:
+        """The rows to poll: those whose request id is their own. A row whose
+        id another row of the job holds is answered ``unknown`` (into
+        ``known``) and never polled: its answer might be the other row's."""
+        spec = (await self._record(request.job)).spec
+        rows = [awaited for awaited in request.rows if awaited.line not in known]
+        claims = [Claimed(awaited.line, awaited.request_id) for awaited in rows]
+        try:
+            # Temporal away or busy is waited out in there; this is what is left.
+            holders = await self.claims.holders(
+                spec.job, spec.task_queue, id_shards(spec.rows), claims
+            )
+        except Exception as exc:
+            # The job's record refuses the ids for good (its workflow closed
+            # under it): an answer to an id not checked could be another row's.
+            reason = {"reason": f"{_UNCHECKED_ID} ({type(exc).__name__}: {safe(str(exc))})"}
+            for awaited in rows:
+                known[awaited.line] = Answer(awaited.line, RowState.UNKNOWN.value, reason)
+            return []
+        waiting = []
+        for awaited in rows:
+            holder = holders[awaited.line]
+            if holder == awaited.line:
+                waiting.append(awaited)
+            else:
+                reason = {"reason": reused_id_reason(awaited.request_id, holder)}
+                known[awaited.line] = Answer(awaited.line, RowState.UNKNOWN.value, reason)
+        return waiting
+
+    async def _stop_on_shutdown(self, scope: anyio.CancelScope) -> None:
+        await activity.wait_for_worker_shutdown()
+        scope.cancel()
+
+    async def _hub(self, polling: Polling) -> _PollHub:
+        key = dataclasses.astuple(polling)
+        async with self._hub_lock:
+            hub = self.hubs.get(key)
+            if hub is None:
+                assert self.task_group is not None
+                hub = self.hubs[key] = _PollHub(self.client, polling, self.concurrency)
+                await self.task_group.start(hub.run)
+        return hub
