@@ -387,12 +387,19 @@ class TemporalJob:
     async def _start_rows(self, spec: JobSpec, first: int, rows: list[Row], **policy: Any) -> None:
         """Start the rows workflow of the batch beginning at ``first`` (its id
         policies as given); one already started, by another worker, is no error."""
+        # Its memo from the start: status and export read it before the
+        # workflow's first task has run (and a query would wait for a worker).
+        memo: dict[str, Any] = {COUNTS_MEMO: counts_of(rows)}
+        finished = [dataclasses.asdict(row) for row in rows if row.state in FINAL_STATES]
+        if finished:
+            memo[f"{DONE_MEMO}0"] = finished
         with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
             await self.temporal.start_workflow(
                 RowsWorkflow.run,
                 Batch(self.job, rows, spec.polling, spec.heartbeat, spec.task_queue),
                 id=rows_workflow_id(self.job, first),
                 task_queue=spec.task_queue,
+                memo=memo,
                 **policy,
             )
 
