@@ -153,6 +153,7 @@ def test_status_and_export_need_no_worker(
     job = Job(temporal_server, service, tmp_path, "no-worker")
     worker = job.start("w0", "--input", str(tmp_path / "in.csv"))
     try:
+        wait_for(lambda: len(service.texted()) == 24, "every SMS sent")
         wait_for(lambda: len(job.export()) == 20, "the fast rows finished")
         worker.send_signal(signal.SIGKILL)
         assert worker.wait(timeout=60) == -signal.SIGKILL
