@@ -13,7 +13,7 @@ and that the simulator was asked for exactly one SMS per row (its metrics).
 
 Two modes (``--mode``):
 
-- ``latency``: the simulator at 200 ms, ``--concurrency 10`` per worker, 2,000
+- ``latency``: the simulator at 200 ms, ``--concurrency 10`` per worker, 4,000
   rows: what workers add when the service's latency, not the CPU, limits them;
 - ``cpu``: the simulator at 50 ms, ``--concurrency 50``, 4,000 rows, beside
   SQLite: what one worker costs, and what more cores buy.
@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,10 +118,19 @@ class Outcome:
     errors: list[str]
     # CPU seconds of the workers together (their rusage, once they exited).
     workers_cpu: float
+    # Seconds `bulk status` and `bulk export` took, run once mid-job.
+    status_s: float | None = None
+    export_s: float | None = None
 
 
 def timed_job(
-    journal: str, data: Path, workers: int, base_url: str, scratch: str, concurrency: int = 50
+    journal: str,
+    data: Path,
+    workers: int,
+    base_url: str,
+    scratch: str,
+    concurrency: int = 50,
+    mid_job: Callable[[], bool] | None = None,
 ) -> Outcome:
     """``workers`` processes on the job: seconds from the first start to the
     last exit, the rows' states (the first worker's output) and what the
@@ -139,6 +148,14 @@ def timed_job(
         )
         for output in outputs
     ]
+    status_s = export_s = None
+    if mid_job is not None:
+        # Once the job is under way: what an operator's status and export cost.
+        while not mid_job() and any(process.poll() is None for process in processes):
+            time.sleep(0.05)
+        status_s = _timed([*CLI, "bulk", "status", "--journal", journal], env)
+        export = os.path.join(scratch, "export.jsonl")
+        export_s = _timed([*CLI, "bulk", "export", "--journal", journal, "--output", export], env)
     errors = []
     for process in processes:
         _, said = process.communicate(timeout=1800)
@@ -151,7 +168,14 @@ def timed_job(
     with contextlib.suppress(OSError):
         for line in Path(outputs[0]).read_text().splitlines():
             states[json.loads(line)["status"]] += 1
-    return Outcome(seconds, states, errors, workers_cpu)
+    return Outcome(seconds, states, errors, workers_cpu, status_s, export_s)
+
+
+def _timed(command: list[str], env: dict[str, str]) -> float | None:
+    """Seconds ``command`` took, None if it failed."""
+    began = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, timeout=120, check=False)
+    return time.perf_counter() - began if done.returncode == 0 else None
 
 
 def actions(address: str, job: str) -> int:
@@ -188,7 +212,7 @@ class Mode:
 
 
 MODES = {
-    "latency": Mode("latency", 2000, 0.2, 10, with_sqlite=False),
+    "latency": Mode("latency", 4000, 0.2, 10, with_sqlite=False),
     "cpu": Mode("cpu", 4000, 0.05, 50, with_sqlite=True),
 }
 WORKERS = (1, 2, 4, 8, 16)
@@ -222,7 +246,16 @@ def measure(mode: Mode, workers: tuple[int, ...] = WORKERS) -> dict[str, Any]:
             sent_before = simulated.sends()
             simulator_before = cpu_seconds(simulated.pid)
             server_before = cpu_seconds(server.process.pid)
-            outcome = timed_job(journal, data, count, simulated.base_url, scratch, mode.concurrency)
+            half = sent_before + mode.rows // 2
+            outcome = timed_job(
+                journal,
+                data,
+                count,
+                simulated.base_url,
+                scratch,
+                mode.concurrency,
+                mid_job=lambda: simulated.sends() >= half,  # noqa: B023 (used at once)
+            )
             run = _figures(outcome, mode.rows, simulated.sends() - sent_before)
             run["simulator_cpu_ms_per_row"] = (
                 1000 * (cpu_seconds(simulated.pid) - simulator_before) / mode.rows
@@ -239,6 +272,8 @@ def _figures(outcome: Outcome, rows: int, sends: int) -> dict[str, Any]:
     return {
         "rows_per_s": rows / outcome.seconds,
         "workers_cpu_ms_per_row": 1000 * outcome.workers_cpu / rows,
+        "status_s": outcome.status_s,
+        "export_s": outcome.export_s,
         "states": dict(outcome.states),
         "sends": sends,
         "errors": outcome.errors,
@@ -263,22 +298,30 @@ def table(mode: Mode, figures: dict[str, Any]) -> list[list[str]]:
         sqlite = figures["sqlite"]
         rows.append(
             ["SQLite", "1", f"{sqlite['rows_per_s']:.0f}", "-", _states(sqlite["states"]),
-             str(sqlite["sends"]), "-", _cpu(sqlite), "yes" if sqlite["clean"] else "NO"]
+             str(sqlite["sends"]), "-", _cpu(sqlite), "-", "yes" if sqlite["clean"] else "NO"]
         )  # fmt: skip
     for key in runs:
         run = figures[key]
         rows.append(
             ["Temporal", key.split("_")[1], f"{run['rows_per_s']:.0f}",
              f"{run['rows_per_s'] / one:.2f}", _states(run["states"]), str(run["sends"]),
-             f"{run['actions_per_row']:.3f}", _cpu(run), "yes" if run["clean"] else "NO"]
+             f"{run['actions_per_row']:.3f}", _cpu(run), _seconds(run),
+             "yes" if run["clean"] else "NO"]
         )  # fmt: skip
     return rows
 
 
 HEADINGS = [
     "journal", "workers", "rows/s", "vs 1 worker", "rows per state", "SMS sent",
-    "actions/row", "CPU ms/row: workers+server+simulator", "clean",
+    "actions/row", "CPU ms/row: workers+server+simulator", "status / export, s", "clean",
 ]  # fmt: skip
+
+
+def _seconds(run: dict[str, Any]) -> str:
+    def shown(value: float | None) -> str:
+        return "failed" if value is None else f"{value:.1f}"
+
+    return f"{shown(run['status_s'])} / {shown(run['export_s'])}"
 
 
 def _cpu(run: dict[str, Any]) -> str:
