@@ -99,8 +99,9 @@ from ._workflows import (
 )
 
 # The display's counts are read at most this often (and less often for a job
-# whose batches take long to list).
-_PROGRESS_SECONDS: Final = 2.0
+# whose batches take long to list): each read lists every batch's memo, and
+# every worker of the job reads them.
+_PROGRESS_SECONDS: Final = 5.0
 # `bulk status` and `bulk export` wait this long for a server that is away.
 _READ_PATIENCE: Final = 60.0
 
