@@ -2,7 +2,9 @@
 
 ``<!-- cli-reference -->`` in a page becomes the ``--help`` of every ``verif-client`` command,
 rendered from the argparse parser itself; ``<!-- api-reference: module -->`` becomes one
-mkdocstrings entry per name in that module's ``__all__``.
+mkdocstrings entry per name in that module's ``__all__``; the changelog page (``--8<--
+"CHANGELOG.md"``) gets the fragments not yet released (``changelog.d/``), as towncrier would
+gather them, as its first section, "Unreleased".
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ import argparse
 import importlib
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 _API = re.compile(r"<!-- api-reference: ([\w.]+) -->")
+_CHANGELOG = '--8<-- "CHANGELOG.md"'
+# towncrier's start_string (pyproject.toml): releases are written below it, newest first.
+_RELEASES_START = "<!-- towncrier release notes start -->\n"
 
 
 def _commands(
@@ -45,7 +53,46 @@ def api_reference(module_name: str) -> str:
     return "\n".join(f"::: {module_name}.{name}\n" for name in names)
 
 
+def unreleased_changes(root: Path) -> str:
+    """The fragments in ``root/changelog.d`` as the next release would gather them, as Markdown.
+
+    ``towncrier build --draft`` renders them with the project's own configuration and template,
+    writes nothing and needs no network; its own messages go to stderr.
+    """
+    try:
+        draft = subprocess.run(
+            [sys.executable, "-m", "towncrier", "build", "--draft", "--version", "Unreleased"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except subprocess.CalledProcessError as error:
+        raise RuntimeError(
+            f"towncrier build --draft failed (the docs extra installs towncrier):\n{error.stderr}"
+        ) from error
+    # Its title is "## Unreleased (<today>)": the date would be the build's, not a release's.
+    _title, _, body = draft.strip().partition("\n")
+    return (
+        "## Unreleased\n\n"
+        "Changes since the history below, not yet released: the fragments in `changelog.d/`,"
+        " as the next release will gather them.\n\n"
+        f"{body.strip()}\n\n"
+    )
+
+
+def changelog_page(root: Path) -> str:
+    """``root/CHANGELOG.md`` with the unreleased changes above its newest release."""
+    changelog = (root / "CHANGELOG.md").read_text(encoding="utf-8")
+    head, marker, releases = changelog.partition(_RELEASES_START)
+    if not marker:
+        raise RuntimeError(f"CHANGELOG.md has no {_RELEASES_START.strip()!r} line")
+    return f"{head}{marker}\n{unreleased_changes(root)}{releases.lstrip()}"
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    if markdown.strip() == _CHANGELOG:
+        return changelog_page(Path(kwargs["config"]["config_file_path"]).resolve().parent)
     if "<!-- cli-reference -->" in markdown:
         markdown = markdown.replace("<!-- cli-reference -->", cli_reference())
     return _API.sub(lambda match: api_reference(match.group(1)), markdown)

@@ -48,3 +48,37 @@ def test_the_api_reference_has_every_public_name(hooks: ModuleType, module: Modu
     entries = hooks.on_page_markdown(f"<!-- api-reference: {module.__name__} -->").split()
     names = [name for name in module.__all__ if not name.startswith("__")]
     assert entries == [part for name in names for part in (":::", f"{module.__name__}.{name}")]
+
+
+ROOT = HOOKS.parent.parent
+
+
+def test_the_changelog_page_shows_the_unreleased_fragments(
+    hooks: ModuleType, tmp_path: Path
+) -> None:
+    # A project of its own: the real towncrier configuration and CHANGELOG.md, one fragment.
+    for name in ("pyproject.toml", "CHANGELOG.md"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "changelog.d").mkdir()
+    (tmp_path / "changelog.d" / "README.md").write_text("Not a fragment.\n")
+    (tmp_path / "changelog.d" / "999.added.md").write_text("A change only this test makes.\n")
+
+    page = hooks.on_page_markdown(
+        '--8<-- "CHANGELOG.md"\n', config={"config_file_path": str(tmp_path / "mkdocs.yml")}
+    )
+
+    assert page.startswith("# Changelog\n")
+    unreleased = page.index("\n## Unreleased\n")
+    assert page.index("<!-- towncrier release notes start -->") < unreleased
+    assert unreleased < page.index("\n### Added\n") < page.index("\n## 0.1.0 ")
+    assert "- A change only this test makes. (#999)\n" in page
+    assert "Not a fragment" not in page
+    assert list((tmp_path / "changelog.d").iterdir()), "a draft deletes no fragment"
+
+
+def test_the_sites_changelog_page_has_every_fragment(hooks: ModuleType) -> None:
+    page = hooks.changelog_page(ROOT)
+    unreleased = page[page.index("\n## Unreleased\n") : page.index("\n## 0.1.0 ")]
+    for fragment in sorted((ROOT / "changelog.d").glob("*.*.md")):
+        first_line = fragment.read_text(encoding="utf-8").splitlines()[0].strip()
+        assert first_line in unreleased, fragment.name

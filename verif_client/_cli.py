@@ -23,6 +23,7 @@ from . import __version__, _prometheus, _xsd
 from ._argtypes import POSITIVE, POSITIVE_COUNT, YES_NO
 from ._client import VerificationClient
 from ._codec import Codec
+from ._counts import print_counts
 from ._errors import RequestValidationError, VerifClientError
 from ._hooks import Hooks
 from ._operations import OPERATIONS, Operation
@@ -622,16 +623,6 @@ async def _linger(seconds: float) -> None:
     ):
         async for _ in signals:
             return
-
-
-def print_counts(counts: dict[str, int]) -> None:
-    width = max(len(state) for state in counts)
-    lines = [
-        f"{state:<{width}}  {count:>8}\n"
-        for state, count in counts.items()
-        if count or state in FINAL_STATES
-    ]
-    write_or_drop(sys.stdout, "".join(lines) + f"{'total':<{width}}  {sum(counts.values()):>8}\n")
 
 
 async def _bulk_status(args: argparse.Namespace) -> int:

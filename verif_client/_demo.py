@@ -11,8 +11,8 @@ import time
 import anyio
 import httpx
 
-from ._cli import print_counts
 from ._client import VerificationClient
+from ._counts import print_counts
 from ._pollpolicy import PollPolicy
 from ._progress import ProgressDisplay
 from ._service import Binding
