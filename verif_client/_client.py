@@ -646,13 +646,26 @@ class VerificationClient:
         except VerifClientError as exc:
             if not scrub:
                 raise
-            failure = self._masked_failure(codec, op, status, headers, body, exc)
+            # Decoded again from a masked body, here and not in a method of
+            # its own: the failure's traceback keeps the frame that decoded
+            # it, and that frame's callers (f_back), with their locals as
+            # they left them. This one's are cleared below; a method's would
+            # keep the unmasked failure and body (and the failure: a cycle).
+            failure = _redecoded(codec, op, status, headers, scrub.body(body))
+            if failure is None:
+                # The masked body decodes: the failure is the unmasked body's
+                # own, and the frames of its traceback hold that body.
+                failure = exc.with_traceback(None)
+            scrub.error(failure)
         else:
             if scrub:
                 result = scrub.result(result)
             if key is not None:
                 self._answers.put(key, result)
             return result
+        # The failure's traceback keeps this frame: the answer, which may
+        # quote our request, is not left in its locals.
+        del body, headers, key
         # Raised out of the except block, so that the unmasked failure is not
         # its __context__; and not kept, since its traceback holds this frame:
         # the two would make a cycle that keeps the whole call alive until the
@@ -661,24 +674,6 @@ class VerificationClient:
             raise failure from None
         finally:
             del failure
-
-    def _masked_failure(
-        self,
-        codec: Codec,
-        op: Operation[Any],
-        status: int,
-        headers: Sequence[tuple[str, str]],
-        body: bytes,
-        failure: VerifClientError,
-    ) -> VerifClientError:
-        """What the failure says when decoded again from a masked body."""
-        scrub = self._scrub
-        assert scrub is not None  # only called with one
-        try:
-            codec.decode(op, status, headers, scrub.body(body))
-        except VerifClientError as exc:
-            return scrub.error(exc)
-        return scrub.error(failure)
 
     # -- polling -------------------------------------------------------------
 
@@ -913,7 +908,12 @@ class VerificationClient:
         finally:
             # A failure's traceback holds this frame: kept in it, the two
             # would be a cycle, left to the collector's oldest generation.
+            # Nor are the request (it holds the password) and the answer (it
+            # may quote the request) left in it.
             failure = None
+            del request
+            body = b""
+            headers = ()
 
     async def _held(self, op: Operation[Any], policy: RetryPolicy, started: float) -> None:
         """A 429's Retry-After holds every request of this client until it has
@@ -1161,6 +1161,25 @@ def _answered_at_once(call: _CallAtOnce, outcome: Answer | Exception | None) -> 
             call.done(call.context, result)
             return
     call.done(call.context, FirstAttempt(call.began, outcome))
+
+
+def _redecoded(
+    codec: Codec,
+    op: Operation[Any],
+    status: int,
+    headers: Sequence[tuple[str, str]],
+    masked: bytes,
+) -> VerifClientError | None:
+    """The failure of a masked body, or None if it decodes. The failure's
+    traceback keeps this frame, which holds only the masked body."""
+    try:
+        codec.decode(op, status, headers, masked)
+    except VerifClientError as exc:
+        # Raised while the unmasked failure was being handled, it would keep
+        # that as its context (``from None`` only hides it from a printout).
+        exc.__context__ = None
+        return exc
+    return None
 
 
 def _check_number(option: str, value: object, *, integer: bool = False) -> None:

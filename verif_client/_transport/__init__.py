@@ -32,16 +32,18 @@ class FirstAttempt:
         self.outcome: Answer | Exception | None = outcome
 
     def answer(self) -> Answer:
-        """The answer, or the attempt's error raised (once)."""
+        """The answer, or the attempt's error raised (taken once)."""
         outcome = self.outcome
         if outcome is None:
-            raise RuntimeError("a first attempt's error is taken once")
-        if not isinstance(outcome, Exception):
-            return outcome
+            raise RuntimeError("a first attempt's outcome is taken once")
         # Held here no more: the error's traceback holds the frames it goes
         # through, and any that holds this attempt (or the error) would make
-        # a cycle that outlives the call until the collector finds it.
+        # a cycle that outlives the call until the collector finds it. An
+        # answer may quote our request (an echoing server): the frames an
+        # error keeps must not hold it through this attempt.
         self.outcome = None
+        if not isinstance(outcome, Exception):
+            return outcome
         try:
             raise outcome
         finally:
