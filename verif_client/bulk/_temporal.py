@@ -569,6 +569,9 @@ class TemporalJob:
                 activities=[activities.send],
                 # Each send activity sends up to SEND_GROUP rows at once.
                 max_concurrent_activities=math.ceil(concurrency / SEND_GROUP),
+                # Few long polls per worker: the server matches every one,
+                # and a job's workers are many (the SDK's default is 5 each).
+                max_concurrent_activity_task_polls=2,
                 **common,
             ),
             temporalio.worker.Worker(
@@ -576,12 +579,14 @@ class TemporalJob:
                 task_queue=task_queue + ANSWERS_QUEUE_SUFFIX,
                 activities=[activities.answers],
                 max_concurrent_activities=10_000,
+                max_concurrent_activity_task_polls=2,
                 **common,
             ),
             temporalio.worker.Worker(
                 self.temporal,
                 task_queue=task_queue,
                 workflows=[JobWorkflow, RowsWorkflow, IdsWorkflow],
+                max_concurrent_workflow_task_polls=2,
                 **common,
             ),
         ]
