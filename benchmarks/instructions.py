@@ -11,6 +11,7 @@ warm connection, the intake of its id included, start-up and connecting
 excluded. Needs valgrind on PATH.
 
 ``python -m benchmarks.instructions --pools 1024,4096 --extra 2048 --warm 6 --loop asyncio``
+(``--host localhost``: the server named, as a service is, not by its address.)
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--extra", type=int, default=2048, help="polls measured on warm pools")
     parser.add_argument("--warm", type=int, default=6, help="polls before, in pools' worth")
     parser.add_argument("--loop", default="asyncio", choices=("asyncio", "uvloop"))
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the name the client gives the server (localhost: a name to resolve)",
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -108,15 +114,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"| connections | loop | instructions per poll (callgrind, {args.extra:,} polls) |")
     print("|---:|---|---:|")
     with latency_server.running(50, cpu=0) as info:
+        base_url = info["base_url"].replace("127.0.0.1", args.host)
         for pool in (int(p) for p in args.pools.split(",")):
             # Both runs first make --warm times pool polls: the pool opens its
             # connections 32 at a time while answers already come back, and
             # under callgrind a connection takes as long to open as several
             # polls take, so the pool is whole only after several rounds.
             warm = pool * args.warm
-            base = instructions(args.loop, pool, warm, info["base_url"])
-            more = instructions(args.loop, pool, warm + args.extra, info["base_url"])
-            print(f"| {pool:,} | {args.loop} | {(more - base) / args.extra:,.0f} |", flush=True)
+            base = instructions(args.loop, pool, warm, base_url)
+            more = instructions(args.loop, pool, warm + args.extra, base_url)
+            per_poll = (more - base) / args.extra
+            print(f"| {pool:,} | {args.loop} {args.host} | {per_poll:,.0f} |", flush=True)
     return 0
 
 

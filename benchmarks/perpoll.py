@@ -9,7 +9,9 @@ window give requests/s, and the process's CPU time over the window gives CPU
 µs per request. The contenders:
 
 - the Python limit: an ``asyncio.Protocol`` per connection that writes a
-  request and finds the end of the answer, no HTTP library, no XML;
+  request and finds the end of the answer, no HTTP library, no XML; each
+  request formatted anew, and (issue 40) the same with the request's bytes
+  made once (prebuilt), which shows what uvloop saves;
 - the same with h11 making the request and parsing the answer;
 - aiohttp by hand (its C parser when installed with it) and httpx by hand,
   each answer's ``Verified`` read with lxml;
@@ -50,6 +52,7 @@ _RAMP_LIMIT: Final = 15.0
 IDS: Final = 1_000_000
 FIRST_ID: Final = 10**9
 LIMIT: Final = "asyncio Protocol, no HTTP library (the limit)"
+LIMIT_PREBUILT: Final = "asyncio Protocol, request bytes prebuilt (the limit, prebuilt)"
 LIMIT_H11: Final = "asyncio Protocol + h11"
 AIOHTTP: Final = "aiohttp by hand"
 HTTPX: Final = "httpx by hand"
@@ -123,6 +126,25 @@ class _Limit(asyncio.Protocol):
         self.buffer = b""
         self.stats.count(ok)
         self.next()
+
+
+class _LimitPrebuilt(_Limit):
+    """The limit with the request's bytes made once: each request is one
+    bytes ``%`` of the id into them. Formatting every request anew (as _Limit
+    does) costs as much as uvloop saves on a request's loop work, and so hid
+    most of that saving."""
+
+    def __init__(self, base_url: str, ids: Iterator[int], stats: Stats) -> None:
+        super().__init__(base_url, ids, stats)
+        # Ids of one width (FIRST_ID onwards): one Content-Length for all.
+        self.template = (
+            _request(base_url, FIRST_ID).replace(b"%", b"%%").replace(str(FIRST_ID).encode(), b"%d")
+        )
+
+    def next(self) -> None:
+        request_id = next(self.ids, None)
+        if request_id is not None and self.transport is not None:
+            self.transport.write(self.template % request_id)
 
 
 class _LimitH11(_Limit):
@@ -261,6 +283,7 @@ async def poll_verifications(base_url: str, pool: int, ids: Iterable[int], stats
 
 CONTENDERS: Final[dict[str, tuple[Contender, str | None]]] = {
     LIMIT: (_protocol(_Limit), None),
+    LIMIT_PREBUILT: (_protocol(_LimitPrebuilt), None),
     LIMIT_H11: (_protocol(_LimitH11), None),
     AIOHTTP: (aiohttp_by_hand, "aiohttp"),
     HTTPX: (httpx_by_hand, None),
@@ -431,6 +454,7 @@ def _tables(
     for pool, by_loop in figures.items():
         for loop, by_name in by_loop.items():
             limit = by_name[LIMIT]["cpu_us_per_request"]
+            prebuilt = by_name.get(LIMIT_PREBUILT, {}).get("cpu_us_per_request")
             peer = by_name.get(AIOHTTP, {}).get("requests_per_s")
             for name, f in by_name.items():
                 cpu = f["cpu_us_per_request"]
@@ -444,6 +468,7 @@ def _tables(
                         str(f["errors"]),
                         _fmt(_quotient(f["requests_per_s"], peer), ".2f") + "x",
                         _fmt(_quotient(cpu, limit), ".2f") + "x",
+                        _fmt(_quotient(cpu, prebuilt), ".2f") + "x",
                     ]
                 )
     note = (
@@ -466,6 +491,7 @@ def _tables(
             "errors",
             "vs aiohttp",
             "CPU vs limit",
+            "CPU vs limit (prebuilt)",
         ],
         rows,
         note,
@@ -531,7 +557,43 @@ def _targets(
                 gain is not None and gain <= 0.7,
                 f"{_fmt(gain, '.2f')}x",
             )
+    # Issue 40: against the limit with its request bytes prebuilt, on each loop.
+    bounds = {"asyncio": 1.6, "uvloop": 2.0}
+    for pool in pools:
+        for loop, by_name in figures[pool].items():
+            if LIMIT_PREBUILT not in by_name or loop not in bounds:
+                continue
+            share = _quotient(
+                by_name[CLIENT]["cpu_us_per_request"],
+                by_name[LIMIT_PREBUILT]["cpu_us_per_request"],
+            )
+            report.target(
+                f"{int(pool):,} connections, {loop}: CPU per poll <= {bounds[loop]:g}x "
+                "the prebuilt limit's on the same loop",
+                share is not None and share <= bounds[loop],
+                f"{_fmt(share, '.2f')}x",
+            )
+            if AIOHTTP in by_name:
+                rate = _quotient(
+                    by_name[CLIENT]["requests_per_s"], by_name[AIOHTTP]["requests_per_s"]
+                )
+                report.target(
+                    f"{int(pool):,} connections, {loop}: requests/s >= 3x aiohttp's",
+                    rate is not None and rate >= 3,
+                    f"{_fmt(rate, '.2f')}x",
+                )
     if len(pools) > 1:
+        for loop in figures[pools[-1]]:
+            growth = _quotient(
+                figures[pools[-1]][loop][CLIENT]["cpu_us_per_request"],
+                figures[pools[0]][loop][CLIENT]["cpu_us_per_request"],
+            )
+            report.target(
+                f"{loop}: CPU per poll at {int(pools[-1]):,} connections <= 1.15x at "
+                f"{int(pools[0]):,} (issue 40)",
+                growth is not None and growth <= 1.15,
+                f"{_fmt(growth, '.2f')}x",
+            )
         for loop in figures[pools[-1]]:
             growth = _quotient(
                 figures[pools[-1]][loop][CLIENT]["cpu_us_per_request"],

@@ -121,8 +121,10 @@ class _Connection:
         await anyio.aclose_forcefully(self.stream)
 
     def close_now(self) -> None:
-        """Close a connection the loop opened (no stream), from a callback:
-        the loop closes the socket on its next pass."""
+        """Close a connection read by a receiver, from a callback: the loop
+        closes the socket on its next pass. Its transport is the one an anyio
+        stream would close, if anyio opened it (taken over, see _receiver):
+        that stream no longer reads, and has nothing of its own to release."""
         assert self.receiver is not None
         self.receiver.abort()
 
@@ -502,9 +504,11 @@ class ConnectionPool:
         self._deadlines = deadlines_for(self._loop, self._deadlines)
         self._direct, self._eyeballs = _direct_connect(self._deadlines, self._proxy, self._dial[0])
         self._opening = anyio.Semaphore(_OPENING_AT_ONCE)
-        # Only the loop's own connections are driven by their receivers'
-        # events: a stream's close must be awaited.
-        self._at_once = self._direct and owner is not None
+        # On asyncio and uvloop alike, every connection read by a receiver
+        # can be driven by its events (see _take_ready): the loop's own, and
+        # anyio's taken over (uvloop for a name, a proxy's tunnel), which
+        # close_now ends as it ends the loop's own. Only trio waits on streams.
+        self._at_once = self._deadlines is not None and owner is not None
 
     @property
     def open_connections(self) -> int:
