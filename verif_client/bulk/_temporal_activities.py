@@ -22,6 +22,12 @@ import anyio
 import anyio.abc
 import attrs
 
+# Imported only through _temporal, whose import of temporalio says in one line
+# when the extra is missing.
+import temporalio.client
+import temporalio.exceptions
+from temporalio import activity
+
 from .._client import VerificationClient
 from .._errors import HTTPStatusError, RequestValidationError, VerifClientError
 from .._operations import SEND_CONFIRMATION_SMS
@@ -29,7 +35,6 @@ from .._polling import LocationOutcome, PollStream, VerificationOutcome
 from .._pollpolicy import PollPolicy
 from .._terminal import safe
 from ._job import RowState
-from ._journal import JournalError
 from ._outcomes import merge_outcome, outcome_of_failure
 from ._runner import (
     IN_FLIGHT_STOP_REASON,
@@ -38,16 +43,6 @@ from ._runner import (
     stop_message,
     stops_the_job,
 )
-
-try:
-    import temporalio.client
-    import temporalio.exceptions
-    from temporalio import activity
-except ImportError:  # pragma: no cover - depends on the installed extras
-    raise JournalError(
-        "a temporal:// journal needs temporalio: pip install 'verif-client[temporal]'"
-    ) from None
-
 from ._temporal_ids import IdClaims
 from ._temporal_outage import is_transient, persist
 from ._workflows import (

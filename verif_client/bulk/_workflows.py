@@ -348,6 +348,8 @@ class JobWorkflow:
         granted.waiting = sum(1 for held in leases.values() if held.share == 0)
         return granted
 
+    # No longer called (the rate is leased): kept so that the histories of jobs
+    # run by the version before, which hold take updates, still replay.
     @workflow.update
     def take(self, slots: int, rate: float) -> float:
         """Reserve ``slots`` requests at ``rate`` per second for the whole job;
