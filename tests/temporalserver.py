@@ -93,6 +93,8 @@ class DevServer:
         self.pick_port = pick_port
         self.tries = tries
         self.port: int | None = None
+        # The server's Prometheus metrics (what it served, by operation).
+        self.metrics_port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         # Once the server has answered, clients hold its address: it never moves.
         self._answered = False
@@ -126,7 +128,8 @@ class DevServer:
         """One start: "" once the server answers, else what its log says."""
         command = [binary, "server", "start-dev", "--headless", "--ip", HOST]
         command += ["--port", str(self.port), "--http-port", str(self.pick_port())]
-        command += ["--metrics-port", str(self.pick_port())]
+        self.metrics_port = self.pick_port()
+        command += ["--metrics-port", str(self.metrics_port)]
         command += ["--db-filename", str(self.db), "--log-level", "error"]
         # WAL: a commit survives the server's process being killed (the crash the
         # tests make), without an fsync per transaction.

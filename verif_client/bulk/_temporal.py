@@ -20,12 +20,13 @@ import functools
 import math
 import time
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
 
+from .. import __version__
 from .._client import VerificationClient
 from .._codec import Codec
 from .._terminal import safe
@@ -102,6 +103,10 @@ from ._workflows import (
 # whose batches take long to list): each read lists every batch's memo, and
 # every worker of the job reads them.
 _PROGRESS_SECONDS: Final = 5.0
+# A run that finds the job just started by another waits this long for the
+# other to start its batches, looking this often.
+_JOINER_PATIENCE: Final = 10.0
+_JOINER_LOOK_EVERY: Final = 0.25
 # `bulk status` and `bulk export` wait this long for a server that is away.
 _READ_PATIENCE: Final = 60.0
 
@@ -177,18 +182,18 @@ class TemporalJob:
         """What the job is, as its first loader recorded it; None if no such job."""
         return (await self._described())[0]
 
-    async def _described(self) -> tuple[JobSpec | None, bool]:
-        """The job's record (None if no such job), and whether every batch of
-        it was started."""
+    async def _described(self) -> tuple[JobSpec | None, bool, datetime | None]:
+        """The job's record (None if no such job), whether every batch of it
+        was started, and when the job was."""
         try:
             description = await self._job_handle().describe()
         except temporalio.service.RPCError as exc:
             if _is_not_found(exc):
-                return None, False
+                return None, False, None
             raise JournalError(f"{self.where()}: {exc.message}") from None
         spec: JobSpec = await description.memo_value("spec", type_hint=JobSpec)
         loaded: bool = await description.memo_value(LOADED_MEMO, False, type_hint=bool)
-        return spec, loaded
+        return spec, loaded, description.start_time
 
     async def _loaded_spec(self) -> JobSpec:
         spec = await self.spec()
@@ -246,9 +251,15 @@ class TemporalJob:
         """Load the input unless the job has it: the same input joins, another is refused."""
         identity = digest(data, options.encoding)
         asked = question_digest(options.question)
-        spec, loaded = await self._described()
+        spec, loaded, started = await self._described()
         if spec is not None:
             self._check_definition(spec, identity, asked)
+            if not loaded and started is not None:
+                # Started a moment ago: the run that started it is starting its batches.
+                age = (datetime.now(UTC) - started).total_seconds()
+                loaded = age < _JOINER_PATIENCE and await self._loaded_by_another(
+                    _JOINER_PATIENCE - age
+                )
             if loaded:
                 return spec  # every batch started: nothing to read or start again
         rows = list(read_input(data, options.question, codec, encoding=options.encoding, name=name))
@@ -269,18 +280,23 @@ class TemporalJob:
                 ),
             )
             # Two first arrivals at once: one starts the job, the other finds it.
-            with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
+            lost_the_race = False
+            try:
                 await self.temporal.start_workflow(
                     JobWorkflow.run,
                     args=[proposed, None],
                     id=job_workflow_id(self.job),
                     task_queue=proposed.task_queue,
-                    id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.USE_EXISTING,
+                    id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.FAIL,
                     id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     memo={"spec": proposed},
                 )
+            except temporalio.exceptions.WorkflowAlreadyStartedError:
+                lost_the_race = True
             spec = await self._loaded_spec()
             self._check_definition(spec, identity, asked)
+            if lost_the_race and await self._loaded_by_another(_JOINER_PATIENCE):
+                return spec
         records = [_record(row) for row in rows]
         limiter = anyio.CapacityLimiter(16)
 
@@ -302,6 +318,23 @@ class TemporalJob:
         with contextlib.suppress(temporalio.service.RPCError):
             await self._job_handle().signal(JobWorkflow.loaded)
         return spec
+
+    async def _loaded_by_another(self, patience: float) -> bool:
+        """Whether the run that started the job a moment ago finishes starting
+        its batches within ``patience`` seconds: the many workers of a job
+        launched at once then start each batch once between them, not once
+        each. False if it takes longer (it may have died mid-load): this run
+        starts what is missing."""
+        with anyio.move_on_after(patience):
+            while True:
+                try:
+                    description = await self._job_handle().describe()
+                except temporalio.service.RPCError:
+                    return False  # this run loads what is missing, as after a crash
+                if await description.memo_value(LOADED_MEMO, False, type_hint=bool):
+                    return True
+                await anyio.sleep(_JOINER_LOOK_EVERY)
+        return False
 
     async def resend(self, spec: JobSpec, *, resend_unknown: bool, resend_failed: bool) -> int:
         """Queue again the rows ``--resend-unknown`` and ``--resend-failed``
@@ -553,6 +586,10 @@ class TemporalJob:
             "graceful_shutdown_timeout": timedelta(seconds=grace),
             # The workflows are ours, deterministic and import nothing that does I/O.
             "workflow_runner": temporalio.worker.UnsandboxedWorkflowRunner(),
+            # Named, not derived: the SDK's default hashes the bytecode of every
+            # module loaded, compiling each from source (a tenth of a short
+            # worker's CPU). Versions are told apart by patches, not by this id.
+            "build_id": f"verif-client/{__version__}",
             # A dead worker's workflows move to the living as soon as its activities would.
             "sticky_queue_schedule_to_start_timeout": timedelta(seconds=heartbeat),
             # Heartbeats reach the server every quarter of the timeout (the

@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - depends on the installed extras
     ) from None
 
 from ._sealed import UnsealedCodec, codec_from_environment
+from ._temporal_converter import PayloadConverter
 from ._temporal_outage import quiet_runtime
 
 SCHEME: Final = "temporal://"
@@ -107,7 +108,9 @@ class Location:
 
 async def connect(location: Location) -> temporalio.client.Client:
     codec = codec_from_environment()
-    converter = temporalio.converter.DataConverter.default
+    converter = dataclasses.replace(
+        temporalio.converter.DataConverter.default, payload_converter_class=PayloadConverter
+    )
     if codec is not None:
         # Sealed failures too: an error message could quote a row.
         converter = dataclasses.replace(
