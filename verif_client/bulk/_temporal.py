@@ -690,6 +690,7 @@ class TemporalJob:
                     if not (is_transient(exc) or isinstance(exc, JournalError)):
                         raise
                 else:
+                    activities.remember(self.job, record)
                     if record.running and record.stopped is not None:
                         stopped_by.append(JobStoppedError(record.stopped))
                         progress.stopping = True

@@ -242,12 +242,14 @@ class Activities:
         await self.temporal.service_client.check_health()
 
     async def _record(self, job: str) -> Record:
-        """The job's record, read again at most every STOP_WATCH_SECONDS
+        """The job's record, read again at most every 2 * STOP_WATCH_SECONDS
         while it runs (the memo holds the job's spec: a large job's is tens
         of kilobytes), and every time while it is stopped."""
         now = time.monotonic()
         cached = self.records.get(job)
-        fresh = cached is not None and now - cached[0] < STOP_WATCH_SECONDS
+        # Twice the watch's period: a `bulk run` process's own stop watch
+        # keeps this fresh (see remember), so its sends read nothing.
+        fresh = cached is not None and now - cached[0] < 2 * STOP_WATCH_SECONDS
         if cached is not None and fresh and cached[1].stopped is None:
             return cached[1]
         try:
@@ -266,6 +268,10 @@ class Activities:
             self.records.clear()  # a long-lived worker serving many jobs
         self.records[job] = (now, record)
         return record
+
+    def remember(self, job: str, record: Record) -> None:
+        """``job``'s record as just read by another part of this process."""
+        self.records[job] = (time.monotonic(), record)
 
     def _stopped(self, job: str, record: Record) -> bool:
         """Whether ``job`` stops, as its record or this worker (which may have
