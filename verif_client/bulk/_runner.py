@@ -267,93 +267,63 @@ class _Run:
     async def send(self, row: JobRow, stream: PollStream) -> None:
         assert row.phone_number is not None
         assert row.question is not None
-        written = False
-
-        async def mark_in_flight() -> None:
-            # Marked only once the rate limit has let the request go: a kill
-            # while waiting for a slot leaves the row queued, not unknown.
-            nonlocal written
-            if written:
-                return  # in flight already
-            if self.progress.stopping:
-                raise _Stopping
-            self.journal.mark_sending(row.line)
-            self.not_written.pop(row.line, None)
-            written = True
-            self.progress.move(RowState.QUEUED, RowState.SENDING)
-
-        unsent = self.not_written.get(row.line)
-
-        def refused() -> None:
-            # A 429: the request was refused, not processed, and the resend
-            # may wait long for its Retry-After (999999999 s). Until it
-            # leaves, the row is queued again, and a stop cancels the wait:
-            # marked in flight, a Ctrl-C then would end it `unknown`.
-            nonlocal written
-            if written:
-                self.journal.requeue(row.line)
-                self.progress.move(RowState.SENDING, RowState.QUEUED)
-                written = False
-                if unsent is not None:
-                    self.not_written[row.line] = unsent
-
+        flight = _InFlight(self, row.line)
         params = _SEND.wire_params(row.phone_number, row.question)
         try:
-            sent = await self._send_until_accepted(params, mark_in_flight, refused)
+            sent = await self._send_until_accepted(params, flight.mark, flight.refused)
         except _Stopping:
             return  # it stays queued for a later run
         except RequestValidationError as exc:
             # Refused before anything left (e.g. a binding stricter than the one the
             # input was checked with): an input problem, recorded like one.
-            if not written:
-                self.journal.mark_sending(row.line)
-                self.progress.move(RowState.QUEUED, RowState.SENDING)
+            flight.mark_unwritten()
             await self.finish(row.line, RowState.INVALID, {"reason": str(exc)}, SENDING)
             return
         except JournalError:
             raise  # the journal cannot record what happens: the run stops
         except VerifClientError as exc:
-            why = stops_the_job(exc, self.anything_sent)
-            if why is not None:
-                if written:
-                    self.journal.requeue(row.line)
-                    self.progress.move(RowState.SENDING, RowState.QUEUED)
-                self._stop_job(why, exc)
-                return
-            if isinstance(exc, HTTPStatusError) and exc.status_code == 429:
-                # Refused, not processed, as the job stops (the only 429 raised
-                # here): queued again for a later run, never failed. (Not
-                # written: held by an earlier 429's Retry-After, it never left.)
-                if written:
-                    self.journal.requeue(row.line)
-                    self.progress.move(RowState.SENDING, RowState.QUEUED)
-                return
-            if not written:
-                # Failed before the request was handed over: it never left.
-                self.journal.mark_sending(row.line)
-                self.progress.move(RowState.QUEUED, RowState.SENDING)
-            state = outcome_of_failure(exc, written=written)
-            await self.finish(row.line, state, {"reason": str(exc)}, SENDING)
+            await self._send_failed(flight, exc)
             return
         except anyio.get_cancelled_exc_class():
-            if written:
+            if flight.written:
                 with anyio.CancelScope(shield=True):
                     reason = {"reason": IN_FLIGHT_STOP_REASON}
                     await self.finish(row.line, RowState.UNKNOWN, reason, SENDING)
             raise
+        await self._sent(row.line, sent, stream)
+
+    async def _send_failed(self, flight: _InFlight, exc: VerifClientError) -> None:
+        why = stops_the_job(exc, self.anything_sent)
+        if why is not None:
+            flight.requeue()
+            self._stop_job(why, exc)
+            return
+        if isinstance(exc, HTTPStatusError) and exc.status_code == 429:
+            # Refused, not processed, as the job stops (the only 429 raised
+            # here): queued again for a later run, never failed. (Not
+            # written: held by an earlier 429's Retry-After, it never left.)
+            flight.requeue()
+            return
+        written = flight.written
+        # Failed before the request was handed over: it never left.
+        flight.mark_unwritten()
+        state = outcome_of_failure(exc, written=written)
+        await self.finish(flight.line, state, {"reason": str(exc)}, SENDING)
+
+    async def _sent(self, line: int, sent: RequestResult, stream: PollStream) -> None:
         if not sent.ok:
             reason = {"reason": sent.error_message or "request id 0"}
-            await self.finish(row.line, RowState.FAILED, reason, SENDING)
+            await self.finish(line, RowState.FAILED, reason, SENDING)
             return
         self.anything_sent = True
         holder = self.journal.line_of_request(sent.request_id)
-        if holder is not None and holder != row.line:
-            await self._reused_id(row.line, sent.request_id, holder, SENDING)
+        if holder is not None and holder != line:
+            await self._reused_id(line, sent.request_id, holder, SENDING)
             return
-        self.journal.mark_sent(row.line, sent.request_id)
+        self.journal.mark_sent(line, sent.request_id)
         self.progress.move(RowState.SENDING, RowState.SENT)
         self.progress.last_sent = time.monotonic()
-        self.watch(sent.request_id, row.line, stream, self.options.deadline)
+        self.watch(sent.request_id, line, stream, self.options.deadline)
 
     async def _send_until_accepted(
         self,
@@ -536,3 +506,50 @@ async def run_bulk(
     if run.stopped_by is not None:
         raise run.stopped_by
     return journal.counts()
+
+
+class _InFlight:
+    """A row's send as the journal records it: queued until its request is
+    handed over (once the rate limit lets it go), then ``sending``."""
+
+    def __init__(self, run: _Run, line: int) -> None:
+        self.run = run
+        self.line = line
+        self.written = False
+        # Its cancel scope while not written: a stop cancels a send not yet written.
+        self.unsent = run.not_written.get(line)
+
+    async def mark(self) -> None:
+        # Marked only once the rate limit has let the request go: a kill
+        # while waiting for a slot leaves the row queued, not unknown.
+        if self.written:
+            return  # in flight already
+        if self.run.progress.stopping:
+            raise _Stopping
+        self.run.journal.mark_sending(self.line)
+        self.run.not_written.pop(self.line, None)
+        self.written = True
+        self.run.progress.move(RowState.QUEUED, RowState.SENDING)
+
+    def refused(self) -> None:
+        # A 429: the request was refused, not processed, and the resend
+        # may wait long for its Retry-After (999999999 s). Until it
+        # leaves, the row is queued again, and a stop cancels the wait:
+        # marked in flight, a Ctrl-C then would end it `unknown`.
+        if self.written:
+            self.requeue()
+            if self.unsent is not None:
+                self.run.not_written[self.line] = self.unsent
+
+    def requeue(self) -> None:
+        """Queued again, if it was handed over: refused, it was never processed."""
+        if self.written:
+            self.run.journal.requeue(self.line)
+            self.run.progress.move(RowState.SENDING, RowState.QUEUED)
+            self.written = False
+
+    def mark_unwritten(self) -> None:
+        """``sending`` for a row that meets its final state before it was handed over."""
+        if not self.written:
+            self.run.journal.mark_sending(self.line)
+            self.run.progress.move(RowState.QUEUED, RowState.SENDING)
