@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._terminal import safe
@@ -31,11 +32,12 @@ if importlib.util.find_spec("temporalio") is None:  # pragma: no cover - depends
 from ._temporal_load import JobLoading
 from ._temporal_location import Location, connect
 from ._temporal_read import JobReading
-from ._temporal_run import RunningJob, serve
 from ._workflows import JobSpec
 
 if TYPE_CHECKING:
+    from .._client import VerificationClient
     from ._open import JobRun
+    from ._runner import Stopper
 
 __all__ = ["TemporalJob", "serve"]
 
@@ -64,6 +66,9 @@ class TemporalJob(JobLoading, JobReading):
             # Before this run waits for the job's end: the job starts again.
             await resend()
             resend_later = False
+        # Here, not at the top: `bulk status` and `bulk export` need no worker (the SDK's is large).
+        from ._temporal_run import RunningJob
+
         return await RunningJob(self, run, spec, resend if resend_later else None).work()
 
     async def _spec_of(self, run: JobRun) -> JobSpec:
@@ -74,3 +79,16 @@ class TemporalJob(JobLoading, JobReading):
         if found is None:
             raise BulkInputError(f"{self.where()}: no such job; a new job needs --input")
         return found
+
+
+async def serve(
+    location: Location,
+    client: VerificationClient,
+    concurrency: int,
+    stopper: Stopper,
+    on_ready: Callable[[], None] = lambda: None,
+) -> None:
+    """``verif-client worker``: serve every job of a task queue until stopped."""
+    from ._temporal_run import serve_task_queue
+
+    await serve_task_queue(location, client, concurrency, stopper, on_ready)

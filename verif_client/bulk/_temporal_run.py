@@ -259,7 +259,7 @@ class RunningJob:
         await self.workers[-1].shutdown()
 
 
-async def serve(
+async def serve_task_queue(
     location: Location,
     client: VerificationClient,
     concurrency: int,
