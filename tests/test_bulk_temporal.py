@@ -308,11 +308,11 @@ def test_export_and_status_while_running_and_a_bounded_history(
 
     # A row's history does not grow with its polls, nor with its wait: a batch
     # records at most 7 events per activity (3 for it, 3 for the workflow task
-    # its end wakes, 1 for the memo that status and export read) plus 11. Here:
+    # its end wakes, 1 for the memo that status and export read) plus 12. Here:
     # 2 send activities (10 rows each) and a few rounds of answers (each back
     # once half its rows, or any row 2 s ago, is answered: the 15 fast rows in
     # one to three, the 5 declined ones at once in one or two): at most
-    # 7 * (2 + 6) + 11 = 67. One activity per poll would add 6 events per poll
+    # 7 * (2 + 6) + 12 = 68. One activity per poll would add 6 events per poll
     # of each slow row (15 polls and more).
     async def history_length() -> int:
         from temporalio.client import Client
@@ -321,7 +321,7 @@ def test_export_and_status_while_running_and_a_bounded_history(
         handle = client.get_workflow_handle("verif-job/export-live/rows/2")
         return len((await handle.fetch_history()).events)
 
-    assert anyio.run(history_length) <= 67
+    assert anyio.run(history_length) <= 68
 
 
 def test_a_server_killed_and_restarted_mid_poll(service: HoldingService, tmp_path: Path) -> None:

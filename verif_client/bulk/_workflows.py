@@ -26,6 +26,7 @@ they are.
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -64,6 +65,7 @@ COUNTS_MEMO = "counts"
 DONE_MEMO = "done/"
 _PROGRESS_PATCH = "progress-memo"
 _PIPELINE_PATCH = "answers-as-sent"
+_LAST_WAVE_PATCH = "last-wave-at-once"
 
 
 def job_workflow_id(job: str) -> str:
@@ -443,8 +445,15 @@ class RowsWorkflow:
             pending.extend(row for row in group if row.state == RowState.SENT)
             sending -= 1
 
+        def back_or_all_sent(first_back: asyncio.Event) -> bool:
+            return first_back.is_set() or sending == 0
+
         async def answer() -> None:
             waves: list[asyncio.Task[None]] = []
+            # The batch's last rows are waited on as soon as they are sent, not
+            # once the wave before is back: a job's end waits for its last
+            # batch's last wave (a job started before this waits as it did).
+            last_at_once = workflow.patched(_LAST_WAVE_PATCH)
             while True:
                 await workflow.wait_condition(lambda: bool(pending) or sending == 0)
                 if not pending:
@@ -453,7 +462,10 @@ class RowsWorkflow:
                 pending.clear()
                 first_back = asyncio.Event()
                 waves.append(asyncio.create_task(self._answers(batch, wave, first_back)))
-                await first_back.wait()
+                if last_at_once:
+                    await workflow.wait_condition(functools.partial(back_or_all_sent, first_back))
+                else:
+                    await first_back.wait()
             await asyncio.gather(*waves)
 
         await asyncio.gather(*(send(group) for group in groups), answer())
