@@ -29,7 +29,7 @@ if importlib.util.find_spec("temporalio") is None:  # pragma: no cover - depends
         "a temporal:// journal needs temporalio: pip install 'verif-client[temporal]'"
     )
 
-from ._temporal_load import JobLoading
+from ._temporal_load import JobLoading, Loading
 from ._temporal_location import Location, connect
 from ._temporal_read import JobReading
 from ._workflows import JobSpec
@@ -54,7 +54,7 @@ class TemporalJob(JobLoading, JobReading):
 
     async def run(self, run: JobRun) -> dict[str, int]:
         options = run.options
-        spec = await self._spec_of(run)
+        spec, loading = await self._defined(run)
         resend = functools.partial(
             self.resend,
             spec,
@@ -62,6 +62,10 @@ class TemporalJob(JobLoading, JobReading):
             resend_failed=options.resend_failed,
         )
         resend_later = options.resend_unknown or options.resend_failed
+        if resend_later and loading is not None:
+            # Rows are queued again only in batches that were started.
+            await loading()
+            loading = None
         if resend_later and not (await self._record()).running:
             # Before this run waits for the job's end: the job starts again.
             await resend()
@@ -69,16 +73,18 @@ class TemporalJob(JobLoading, JobReading):
         # Here, not at the top: `bulk status` and `bulk export` need no worker (the SDK's is large).
         from ._temporal_run import RunningJob
 
-        return await RunningJob(self, run, spec, resend if resend_later else None).work()
+        running = RunningJob(self, run, spec, resend if resend_later else None, loading)
+        return await running.work()
 
-    async def _spec_of(self, run: JobRun) -> JobSpec:
-        """The job as loaded: by this run, with its input, or before it."""
+    async def _defined(self, run: JobRun) -> tuple[JobSpec, Loading | None]:
+        """The job as loaded (by this run, with its input, or before it), and
+        what is left of loading it, for the run to do beside its workers."""
         if run.data is not None:
-            return await self.load(run.data, run.options, run.client.codec(), run.input_name)
+            return await self.define(run.data, run.options, run.client.codec(), run.input_name)
         found = await self.spec()
         if found is None:
             raise BulkInputError(f"{self.where()}: no such job; a new job needs --input")
-        return found
+        return found, None
 
 
 async def serve(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -56,60 +57,100 @@ from ._workflows import (
 _JOINER_PATIENCE: Final = 10.0
 _JOINER_LOOK_EVERY: Final = 0.25
 
+# What is left of loading a job: starting the batches not started yet.
+Loading = Callable[[], Coroutine[Any, Any, None]]
+
 
 class JobLoading(JobReading):
     async def load(
         self, data: bytes, options: BulkOptions, codec: Codec, name: str = "input"
     ) -> JobSpec:
         """Load the input unless the job has it: the same input joins, another is refused."""
+        spec, rest = await self.define(data, options, codec, name)
+        if rest is not None:
+            await rest()
+        return spec
+
+    async def define(
+        self, data: bytes, options: BulkOptions, codec: Codec, name: str = "input"
+    ) -> tuple[JobSpec, Loading | None]:
+        """The job as loaded, started here if it is new (another input or
+        question is refused), and what is left of loading it: starting its
+        batches (None: every one was). A run's workers can work the batches
+        started while the rest are being started."""
         identity = digest(data, options.encoding)
         asked = question_digest(options.question)
+
+        def read() -> list[InputRow]:
+            return list(
+                read_input(data, options.question, codec, encoding=options.encoding, name=name)
+            )
+
         spec, loaded, started = await self._described()
+        rows: list[InputRow] | None = None
+        # How long the run that started the job may take to start its batches.
+        patience = 0.0
         if spec is not None:
             self._check_definition(spec, identity, asked)
-            if not loaded and started is not None:
+            if loaded:
+                return spec, None  # every batch started: nothing to read or start again
+            if started is not None:
                 # Started a moment ago: the run that started it is starting its batches.
                 age = (datetime.now(UTC) - started).total_seconds()
-                loaded = age < _JOINER_PATIENCE and await self._loaded_by_another(
-                    _JOINER_PATIENCE - age
-                )
-            if loaded:
-                return spec  # every batch started: nothing to read or start again
-        rows = list(read_input(data, options.question, codec, encoding=options.encoding, name=name))
-        if spec is None:
-            size = self.location.batch
-            proposed = JobSpec(
-                job=self.job,
-                input_digest=identity,
-                question_digest=asked,
-                batches=[rows[index].line for index in range(0, len(rows), size)],
-                rows=len(rows),
-                polling=polling_of(options),
-                heartbeat=self.location.heartbeat,
-                task_queue=(
-                    sealed_task_queue(self.location.task_queue)
-                    if self.location.task_queue
-                    else f"verif-job/{self.job}"
-                ),
-            )
+                patience = max(0.0, _JOINER_PATIENCE - age)
+        else:
+            rows = read()
             # Two first arrivals at once: one starts the job, the other finds it.
-            lost_the_race = False
-            try:
-                await self.temporal.start_workflow(
-                    JobWorkflow.run,
-                    args=[proposed, None],
-                    id=job_workflow_id(self.job),
-                    task_queue=proposed.task_queue,
-                    id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.FAIL,
-                    id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                    memo={"spec": proposed},
-                )
-            except temporalio.exceptions.WorkflowAlreadyStartedError:
-                lost_the_race = True
+            if not await self._start_job(self._proposed(rows, identity, asked, options)):
+                patience = _JOINER_PATIENCE
             spec = await self._loaded_spec()
             self._check_definition(spec, identity, asked)
-            if lost_the_race and await self._loaded_by_another(_JOINER_PATIENCE):
-                return spec
+        defined = spec
+
+        async def rest() -> None:
+            if patience and await self._loaded_by_another(patience):
+                return
+            await self._start_batches(defined, rows if rows is not None else read())
+
+        return spec, rest
+
+    def _proposed(
+        self, rows: list[InputRow], identity: str, asked: str, options: BulkOptions
+    ) -> JobSpec:
+        size = self.location.batch
+        return JobSpec(
+            job=self.job,
+            input_digest=identity,
+            question_digest=asked,
+            batches=[rows[index].line for index in range(0, len(rows), size)],
+            rows=len(rows),
+            polling=polling_of(options),
+            heartbeat=self.location.heartbeat,
+            task_queue=(
+                sealed_task_queue(self.location.task_queue)
+                if self.location.task_queue
+                else f"verif-job/{self.job}"
+            ),
+        )
+
+    async def _start_job(self, proposed: JobSpec) -> bool:
+        """Start the job's workflow; False if another run started it first."""
+        try:
+            await self.temporal.start_workflow(
+                JobWorkflow.run,
+                args=[proposed, None],
+                id=job_workflow_id(self.job),
+                task_queue=proposed.task_queue,
+                id_conflict_policy=temporalio.common.WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=temporalio.common.WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                memo={"spec": proposed},
+            )
+        except temporalio.exceptions.WorkflowAlreadyStartedError:
+            return False
+        return True
+
+    async def _start_batches(self, spec: JobSpec, rows: list[InputRow]) -> None:
+        """Start every batch not started yet, then record that all were."""
         records = [_loaded_row(row) for row in rows]
         limiter = anyio.CapacityLimiter(16)
 
@@ -130,7 +171,6 @@ class JobLoading(JobReading):
         # The runs that join from now on need not read the input again.
         with contextlib.suppress(temporalio.service.RPCError):
             await self._job_handle().signal(JobWorkflow.loaded)
-        return spec
 
     async def _loaded_by_another(self, patience: float) -> bool:
         """Whether the run that started the job a moment ago finishes starting

@@ -40,6 +40,7 @@ from ._temporal_activities import (
     STOP_WATCH_SECONDS,
     Activities,
 )
+from ._temporal_load import Loading
 from ._temporal_location import (
     DEFAULT_TASK_QUEUE,
     Location,
@@ -133,12 +134,15 @@ class RunningJob:
         run: JobRun,
         spec: JobSpec,
         resend: Callable[[], Awaitable[int]] | None,
+        loading: Loading | None = None,
     ) -> None:
         self.job = job
         self.run = run
         self.spec = spec
         # Rows to queue again once this process's worker runs (the batches answer through it).
         self.resend = resend
+        # The batches left to start: the workers work those started meanwhile.
+        self.loading = loading
         self.progress = Progress(deadline=spec.polling.deadline)
         concurrency = run.options.concurrency
         self.activities = Activities(job.temporal, run.client, concurrency, spec.heartbeat)
@@ -229,6 +233,8 @@ class RunningJob:
                     self.activities.task_group = self.activities.claims.task_group = tg
                     for worker in self.workers:
                         tg.start_soon(worker.run)
+                    if self.loading is not None:
+                        tg.start_soon(self.loading)
                     tg.start_soon(self.until_finished)
                     tg.start_soon(self.until_stopped)
                     tg.start_soon(self.report)
