@@ -132,17 +132,18 @@ class CallAtOnce(Protocol):
 
 
 class CallsAtOnce(Protocol):
-    """Calls made without a coroutine (on asyncio, the client's own pool):
-    a call's answer comes to ``done(context, outcome)`` from the event loop,
-    the result, a FirstAttempt for ``CallOperation`` to go on with (any
-    refusal, error or timeout), or None if the attempt was cut at ``cut_at``."""
+    """Calls made without a coroutine (on asyncio, the client's own pool) of
+    an operation whose one parameter is the request id: a call's answer
+    comes to ``done(context, outcome)`` from the event loop, the result, a
+    FirstAttempt for ``CallOperation`` to go on with (any refusal, error or
+    timeout), or None if the attempt was cut at ``cut_at``."""
 
     def ready(self) -> bool: ...
 
     def start(
         self,
         op: Operation[Any],
-        params: Mapping[str, object],
+        request_id: int,
         retry: RetryPolicy,
         cut_at: float,
         done: Callable[[Any, object], None],
@@ -703,7 +704,7 @@ class _Chain:
         kind = watch.kind
         call = self._at_once.start(
             kind.operation,
-            {kind.request_id_param: watch.request_id},
+            watch.request_id,
             stream._policy.retry,
             watch.deadline,
             self._answered_here,

@@ -52,6 +52,7 @@ from ._body import CappedBody, check_declared_length, whole_body
 from ._deadlines import Deadlines, deadlines_for
 from ._proxy import Proxy, ProxyRefused, open_tunnel
 from ._receiver import AsyncioReceiver, AttemptCut
+from ._spliced import IdRequests, id_requests
 from ._tls import ClientCert, certificate_refused, tls_context
 
 # An idle connection older than this is closed rather than reused: servers
@@ -84,6 +85,7 @@ class _Connection:
         "plain_fd",
         "poller",
         "receiver",
+        "replay",
         "stream",
     )
 
@@ -104,6 +106,10 @@ class _Connection:
         # Where a request can be written with one write(2) (see _write); -1 over TLS.
         self.plain_fd = -1 if tls else fd
         self.answer = _parse.reader()()
+        # The last answer that came whole in one read and left the connection
+        # reusable: its bytes, the size cap it was read under, and what it
+        # gave (see _Attempt.feed).
+        self.replay: tuple[bytes, int, Answer] | None = None
         self.idle_since = 0.0
         # On asyncio, answers are read (and over TLS, requests written) by a
         # protocol of ours on the socket's transport (see _receiver).
@@ -215,7 +221,7 @@ class _Attempt:
     """How far one attempt got (whether any byte of the request may have
     left), and its answer being read (see feed)."""
 
-    __slots__ = ("answer", "body", "cap", "connection", "operation", "written")
+    __slots__ = ("answer", "body", "cap", "connection", "first", "operation", "written")
 
     answer: _parse.Reader
     cap: int
@@ -232,11 +238,32 @@ class _Attempt:
         self.answer = connection.answer
         self.cap = cap
         self.operation = operation
+        self.first = True
 
     def feed(self, data: bytes) -> Answer | None:
         """Take what arrived (b"" for the peer's close): the answer once
-        whole, its body decoded under the size cap."""
+        whole, its body decoded under the size cap.
+
+        An answer whose bytes are those of the connection's last one that
+        came whole in one read (a poll's answer names no id, so a service
+        sends the same bytes again and again) is that answer again, read under
+        the same cap: the reader takes it as whole without parsing it (see
+        Reader.replay), the same bytes from the same state giving the same
+        answer, and the same body object keeps its hash for the answer cache."""
         answer = self.answer
+        first = self.first
+        if first:
+            self.first = False
+            connection = self.connection
+            assert connection is not None
+            replay = connection.replay
+            if (
+                replay is not None
+                and data == replay[0]
+                and self.cap == replay[1]
+                and answer.replay()
+            ):
+                return replay[2]
         if not data and answer.headers is None:
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
@@ -256,7 +283,11 @@ class _Attempt:
             if not encoding and answer.complete:
                 # The usual poll answer: whole in one read, and sent as it is.
                 body_bytes = whole_body(answer.chunks, self.cap, self.operation)
-                return answer.status, _Headers(answer.headers), body_bytes
+                whole = answer.status, _Headers(answer.headers), body_bytes
+                if first and answer.memorable():
+                    assert self.connection is not None
+                    self.connection.replay = (data, self.cap, whole)
+                return whole
             body = self.body = CappedBody(encoding, self.cap, self.operation)
         chunks = answer.chunks
         if chunks:
@@ -323,7 +354,8 @@ class AttemptAtOnce(_Attempt):
         self.timer: asyncio.TimerHandle | None = None
         self.ended = False
 
-    def start(self, request: HTTPRequest, cut_at: float) -> None:
+    def start(self, request: HTTPRequest | bytes, cut_at: float) -> None:
+        """Write ``request`` (bytes: a POST prebuilt, see _spliced)."""
         pool = self.pool
         connection = self.held
         receiver = self.receiver
@@ -336,7 +368,12 @@ class AttemptAtOnce(_Attempt):
             self.timer = deadlines.loop.call_at(deadline, receiver.cancel)
         receiver.listener = self
         try:
-            _write(connection, pool._request_bytes(connection.answer, request), self)
+            if isinstance(request, bytes):
+                connection.answer.start("POST")
+                data = request
+            else:
+                data = pool._request_bytes(connection.answer, request)
+            _write(connection, data, self)
         except Exception as exc:
             # Ended from the loop, as every other end: the caller has its
             # attempt in hand before its callback can run.
@@ -590,7 +627,7 @@ class ConnectionPool:
 
     def send_at_once(
         self,
-        request: HTTPRequest,
+        request: HTTPRequest | bytes,
         *,
         time_limit: float,
         cut_at: float,
@@ -765,6 +802,14 @@ class ConnectionPool:
                 cut_by.discard(receiver)
 
     def _request_bytes(self, answer: _parse.Reader, request: HTTPRequest) -> bytes:
+        head = self._head_of(request)
+        answer.start(request.method)
+        body = request.body
+        if body or request.method not in ("GET", "HEAD"):
+            return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
+        return head + b"\r\n"
+
+    def _head_of(self, request: HTTPRequest) -> bytes:
         key = (request.method, request.path, request.headers)
         head = self._heads.get(key)
         if head is None:
@@ -773,11 +818,12 @@ class ConnectionPool:
             # the parameters, so the cache stops growing rather than hold them all.
             if len(self._heads) < _HEADS_CACHED:
                 self._heads[key] = head
-        answer.start(request.method)
-        body = request.body
-        if body or request.method not in ("GET", "HEAD"):
-            return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
-        return head + b"\r\n"
+        return head
+
+    def id_requests(self, encode: Callable[[int], HTTPRequest]) -> IdRequests | None:
+        """The requests ``encode`` makes of an id, as this pool writes them,
+        prebuilt (see _spliced); None if the id cannot be spliced in."""
+        return id_requests(encode, self._head_of)
 
     def _certificate_refused(self, reason: str, *, certain: bool) -> SendError:
         # The server ended the handshake (under TLS 1.3 its end comes as the
