@@ -159,6 +159,16 @@ _POLLS_BETWEEN_YIELDS: Final = 32
 _WORKERS_STARTED_AT_ONCE: Final = 32
 
 
+class _NoJitter(random.Random):
+    """A random source whose draws are 0: a delay with no jitter taken off."""
+
+    def random(self) -> float:
+        return 0.0
+
+
+_NO_JITTER: Final = _NoJitter(0)
+
+
 class PollKind(Generic[_O]):
     """What differs between polling verifications and polling locations."""
 
@@ -280,6 +290,8 @@ class PollStream(Generic[_O]):
         self._source: Iterator[int] | None = None
         self._source_error: BaseException | None = None
         self._room = workers * _WATCHED_PER_WORKER * len(kinds)
+        # policy.delay(1, rng) is this shortened by its jitter (see _watch).
+        self._first_delay = policy.delay(1, _NO_JITTER)
         # Workers waiting for the dispatcher, and the event an async source's
         # feed waits on until one does (or the run has room again).
         self._idle_workers = 0
@@ -317,7 +329,13 @@ class PollStream(Generic[_O]):
         for kind in self._kinds:
             watch = _Watch(request_id, kind, now, timeout)
             self._active += 1
-            due = now + self._policy.delay(1, self._rng)
+            # policy.delay(1, self._rng), the same float, without its calls.
+            jitter = self._policy.jitter
+            due = now + (
+                self._first_delay * (1.0 - jitter * self._rng.random())
+                if jitter
+                else self._first_delay
+            )
             if (
                 hand_over
                 and handed is None
@@ -617,18 +635,10 @@ class PollStream(Generic[_O]):
                 self._schedule(watch, now + self._policy.delay(watch.polls + 1, self._rng))
                 return
             status = PollStatus.TIMED_OUT
-        self._settle(watch, status, error, now)
-
-    def _settle(
-        self, watch: _Watch, status: PollStatus, error: VerifClientError | None, now: float
-    ) -> None:
+        # Settled (inline: a call fewer per poll). The outcome's fields in
+        # order: request_id, status, result, error, attempts, elapsed.
         outcome = watch.kind.outcome(
-            request_id=watch.request_id,
-            status=status,
-            result=watch.last,
-            error=error,
-            attempts=watch.attempts,
-            elapsed=now - watch.started,
+            watch.request_id, status, watch.last, error, watch.attempts, now - watch.started
         )
         self._active -= 1
         if self._hooks is not None:

@@ -340,12 +340,18 @@ class AttemptAtOnce(_Attempt):
         done: AnswerCallback,
         context: Any,
     ) -> None:
-        super().__init__()
+        # _Attempt's __init__ and read_on, inline (a call each per poll).
+        self.connection = connection
+        self.written = False
+        self.body = None
+        self.answer = connection.answer
+        self.cap = cap
+        self.operation = operation
+        self.first = True
         self.pool = pool
         self.deadlines = deadlines
         # The connection, as _Attempt's (which is None until a connection is had).
         self.held = connection
-        self.read_on(connection, cap, operation)
         self.receiver = receiver
         self.time_limit = time_limit
         self.done = done
@@ -397,12 +403,19 @@ class AttemptAtOnce(_Attempt):
             return
         receiver.expecting = False
         self.ended = True
-        self._stop_listening()
+        # _stop_listening and _let_go, inline (a call each per poll).
+        receiver.listener = None
+        if self.timer is not None:
+            self.timer.cancel()
+        else:
+            self.deadlines.discard(receiver)
         pool = self.pool
         retired = pool._release(self.held, pool._now())
         if retired is not None:
             retired.close_now()
-        self.done(self._let_go(), whole)
+        context = self.context
+        self.context = None
+        self.done(context, whole)
 
     def _end(self, exc: Exception) -> None:
         """Half-used, cut or refused: the connection is gone, and the caller
@@ -722,7 +735,15 @@ class ConnectionPool:
         if not idle:
             return None
         connection = idle[-1]
-        if connection.receiver is None or not self._fresh(connection, self._now()):
+        receiver = connection.receiver
+        # _fresh and _untouched, inline (three calls per poll): not expired,
+        # nothing arrived (no bytes, no close) while it was idle.
+        if (
+            receiver is None
+            or self._now() - connection.idle_since >= self._expiry
+            or receiver.stray
+            or connection.poller.poll(0)
+        ):
             return None
         idle.pop()
         self._busy.add(connection)
@@ -768,7 +789,7 @@ class ConnectionPool:
                 assert connection.stream is not None  # only a stream's write leaves a rest
                 await connection.stream.send(rest)
             # A request was just written on a connection with nothing left
-            # unread (new, or found clean by _reusable): read first.
+            # unread (new, or found clean by _release): read first.
             while True:
                 try:
                     if receiver is None:
@@ -966,7 +987,15 @@ class ConnectionPool:
         if any: this one, or the oldest idle one, expired. (A plain function:
         the close is awaited only when there is one, not a coroutine per call.)"""
         self._busy.discard(connection)
-        if self._closed or len(self._idle) >= self._max_idle or not _reusable(connection):
+        receiver = connection.receiver
+        if (
+            self._closed
+            or len(self._idle) >= self._max_idle
+            # Answered before it had read all of the request: what it did not
+            # read would be written after the next request's first bytes.
+            or (receiver is not None and receiver.unsent)
+            or not connection.answer.reusable()
+        ):
             return connection
         connection.idle_since = now
         idle = self._idle
@@ -1000,7 +1029,7 @@ def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
     receive, which always waits, is this attempt's checkpoint instead. The
     stream's own buffer is empty here (every earlier send waited until it
     drained, and behind an AsyncioReceiver, whose transport no longer tells
-    anyio when it drains, _reusable closes a connection with bytes unsent; a
+    anyio when it drains, _release closes a connection with bytes unsent; a
     connection whose send failed is closed), so nothing can be reordered;
     what the kernel does not take is sent through the stream.
 
@@ -1027,15 +1056,6 @@ def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
         connection.receiver.write(data)
         return b""
     return data  # for the stream to send
-
-
-def _reusable(connection: _Connection) -> bool:
-    receiver = connection.receiver
-    if receiver is not None and receiver.unsent:
-        # Answered before it had read all of the request: what it did not
-        # read would be written after the next request's first bytes.
-        return False
-    return connection.answer.reusable()
 
 
 def _untouched(connection: _Connection) -> bool:
