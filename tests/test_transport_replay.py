@@ -166,6 +166,6 @@ def test_spliced_requests_are_the_encoded_ones(binding: Binding, op: Any, base_u
     assert requests is not None
     for request_id in (0, 7, 10, 99, 123_456_789, LONG_MAX):
         encoded = codec.encode(op, {name: request_id}, credentials=credentials)
-        assert requests.render(request_id) == pool._request_bytes(_parse.H11Answer(), encoded)
+        assert requests.render(request_id) == pool._heads.request_bytes(_parse.H11Answer(), encoded)
     for other in (-1, True, LONG_MAX + 1, "1", 1.0):
         assert requests.render(other) is None  # encoded as ever, with its checks
