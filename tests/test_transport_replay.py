@@ -169,3 +169,24 @@ def test_spliced_requests_are_the_encoded_ones(binding: Binding, op: Any, base_u
         assert requests.render(request_id) == pool._heads.request_bytes(_parse.H11Answer(), encoded)
     for other in (-1, True, LONG_MAX + 1, "1", 1.0):
         assert requests.render(other) is None  # encoded as ever, with its checks
+
+
+def test_a_poll_run_follows_a_change_of_binding() -> None:
+    """The prebuilt requests are the codec's they were made with: a client
+    whose binding changes mid-run writes the new binding's requests."""
+    from verif_client import VerificationClient
+    from verif_client._client import _CallsAtOnce
+
+    client = VerificationClient("http://localhost:8080/svc", username="u", password="p")
+    pool = _pool.ConnectionPool("http://localhost:8080/svc")
+    calls = _CallsAtOnce(client)
+    (name,) = HAS_BEEN_VERIFIED.param_names
+    for binding in (Binding.SOAP11, Binding.SOAP12, Binding.HTTP_GET, Binding.SOAP11):
+        codec = client.codec(binding)
+        made = calls._request(pool, codec, HAS_BEEN_VERIFIED, 42)
+        encoded = codec.encode(HAS_BEEN_VERIFIED, {name: 42}, credentials=client._credentials)
+        if isinstance(made, bytes):
+            assert made == pool._heads.request_bytes(_parse.H11Answer(), encoded)
+        else:
+            assert binding is Binding.HTTP_GET
+            assert made == encoded

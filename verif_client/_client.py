@@ -1053,9 +1053,10 @@ class _CallsAtOnce:
 
     def __init__(self, client: VerificationClient) -> None:
         self._client = client
-        # Per operation, its requests prebuilt with the id spliced in (see
-        # _transport._spliced), or None where the id cannot be.
-        self._requests: dict[str, IdRequests | None] = {}
+        # Per operation, the codec (the binding's) and its requests prebuilt
+        # with the id spliced in (see _transport._spliced), or None where the
+        # id cannot be.
+        self._requests: dict[str, tuple[Codec, IdRequests | None]] = {}
 
     def ready(self) -> bool:
         """Calls can start at once on the running event loop (asyncio or
@@ -1120,13 +1121,16 @@ class _CallsAtOnce:
     ) -> HTTPRequest | bytes:
         """The request: prebuilt bytes with the id spliced in where it can be."""
         credentials = self._client._credentials
-        try:
-            requests = self._requests[op.name]
-        except KeyError:
+        kept = self._requests.get(op.name)
+        if kept is not None and kept[0] is codec:
+            requests = kept[1]
+        else:
+            # First of the run, or the client's binding changed since.
             (name,) = op.param_names
-            requests = self._requests[op.name] = pool.id_requests(
+            requests = pool.id_requests(
                 lambda mark: codec.encode(op, {name: mark}, credentials=credentials)
             )
+            self._requests[op.name] = (codec, requests)
         if requests is not None:
             rendered = requests.render(request_id)
             if rendered is not None:

@@ -41,7 +41,7 @@ class Connection:
         *,
         tls: bool,
     ) -> None:
-        # None when the loop's create_connection opened it (see _connect).
+        # None when the loop's create_connection opened it (see _opening).
         self.stream = stream
         # poll(), not select(): a process with 1,024 connections has fds past FD_SETSIZE.
         self.poller = select.poll()
