@@ -29,6 +29,11 @@ class IdRequests:
         self._format = format_  # %d: Content-Length, %s: the id's digits
         self._fixed = fixed  # the body's length but for the digits
 
+    def __repr__(self) -> str:
+        # Its bytes hold the request's credentials (a SOAP header), as the
+        # codec's frames they were made from do: never shown.
+        return f"<{type(self).__name__}>"
+
     def render(self, request_id: object) -> bytes | None:
         """The request for ``request_id``; None for anything but a plain int in
         range (a bool, a subclass, a negative id), which the caller encodes as
