@@ -8,7 +8,10 @@ process, not under valgrind) with ``POOL`` connections, twice under
 opened, 32 connections at a time, and warm) and once with ``WARM * POOL +
 EXTRA`` ids. The difference over ``EXTRA`` is what one more poll costs on a
 warm connection, the intake of its id included, start-up and connecting
-excluded. Needs valgrind on PATH.
+excluded: the last column says how many connections each run opened, and
+a figure whose two runs opened different numbers counts connecting too
+(under callgrind a pool of thousands opened by anyio, uvloop's way for a
+host name, may not be whole after the warm polls). Needs valgrind on PATH.
 
 ``python -m benchmarks.instructions --pools 1024,4096 --extra 2048 --warm 6 --loop asyncio``
 (``--host localhost``: the server named, as a service is, not by its address.)
@@ -23,6 +26,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .common import ROOT, run_on
 
@@ -30,8 +34,21 @@ from .common import ROOT, run_on
 def _child(loop: str, pool: int, count: int, base_url: str) -> None:
 
     from verif_client import PollPolicy, PollStatus, RetryPolicy, VerificationClient
+    from verif_client._transport._pool import ConnectionPool
 
     from . import workload
+
+    # Connections opened, told to the parent: a run that opens more than the
+    # other counts connecting in what it calls a poll's cost.
+    opened = 0
+    connect = ConnectionPool._connect
+
+    async def counted(pool: ConnectionPool) -> Any:
+        nonlocal opened
+        opened += 1
+        return await connect(pool)
+
+    ConnectionPool._connect = counted  # type: ignore[method-assign, assignment]
 
     # Under valgrind, opening thousands of connections is slow: no deadline short of 10 minutes.
     patient = RetryPolicy(deadline=600)
@@ -60,10 +77,12 @@ def _child(loop: str, pool: int, count: int, base_url: str) -> None:
             raise SystemExit(f"{count - verified} of {count} polls not VERIFIED: {failure}")
 
     run_on(loop, main)
+    print(f"connections opened: {opened}", file=sys.stderr)
 
 
-def instructions(loop: str, pool: int, count: int, base_url: str) -> int:
-    """Instructions the client process ran, start-up to exit, under callgrind."""
+def instructions(loop: str, pool: int, count: int, base_url: str) -> tuple[int, int]:
+    """Instructions the client process ran, start-up to exit, under
+    callgrind, and the connections it opened."""
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
             [
@@ -89,7 +108,8 @@ def instructions(loop: str, pool: int, count: int, base_url: str) -> int:
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"no callgrind total in:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    opened = re.search(r"connections opened: (\d+)", done.stderr)
+    return int(found.group(1)), int(opened.group(1)) if opened else -1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,8 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from . import latency_server
 
-    print(f"| connections | loop | instructions per poll (callgrind, {args.extra:,} polls) |")
-    print("|---:|---|---:|")
+    print(
+        f"| connections | loop | instructions per poll (callgrind, {args.extra:,} polls) "
+        "| connections opened, the two runs |"
+    )
+    print("|---:|---|---:|---|")
     with latency_server.running(50, cpu=0) as info:
         base_url = info["base_url"].replace("127.0.0.1", args.host)
         for pool in (int(p) for p in args.pools.split(",")):
@@ -121,10 +144,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             # under callgrind a connection takes as long to open as several
             # polls take, so the pool is whole only after several rounds.
             warm = pool * args.warm
-            base = instructions(args.loop, pool, warm, base_url)
-            more = instructions(args.loop, pool, warm + args.extra, base_url)
+            base, opened_base = instructions(args.loop, pool, warm, base_url)
+            more, opened_more = instructions(args.loop, pool, warm + args.extra, base_url)
             per_poll = (more - base) / args.extra
-            print(f"| {pool:,} | {args.loop} {args.host} | {per_poll:,.0f} |", flush=True)
+            # Unequal counts: the pool was not whole after the warm polls (under
+            # callgrind connecting is slow), and connecting counts in the figure.
+            flag = "" if opened_base == opened_more else " (**not comparable**)"
+            print(
+                f"| {pool:,} | {args.loop} {args.host} | {per_poll:,.0f} "
+                f"| {opened_base:,} / {opened_more:,}{flag} |",
+                flush=True,
+            )
     return 0
 
 

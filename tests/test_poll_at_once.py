@@ -1,7 +1,7 @@
 """Polls made at once (from their answers' callbacks) report what awaited polls report.
 
 On asyncio a poll run makes its polls from the event loop's callbacks when a
-connection is ready (see _polling's _Chain and the pool's send_at_once); with
+connection is ready (see _pollchain's Chain and the pool's send_at_once); with
 hooks, or on trio, every poll is a call its worker awaits. Each test here runs
 the same script twice over loopback, against a raw HTTP/1.1 service of its
 own that misbehaves as told, once each way, and compares everything a poll

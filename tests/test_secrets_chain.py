@@ -30,6 +30,7 @@ import verif_client as vc
 from verif_client import _xml
 from verif_client._codec import Codec, Credentials
 from verif_client._scrub import Scrubber
+from verif_client._transport._spliced import IdRequests
 
 USER = "acme-chain-user"
 PASSWORDS = ["Chain-Pa55-7c3a9e-never-show", "Pa&55<x>\"q'-chain-never-9d4"]
@@ -38,10 +39,12 @@ SOAP12 = "http://www.w3.org/2003/05/soap-envelope"
 SHAPES = ["soap-fault", "html-500", "text-500", "text-200", "header-echo"]
 FAST = vc.RetryPolicy(attempts=2, initial_backoff=0.001, max_backoff=0.002, deadline=5)
 # What holds the credentials by design: the client the caller made, its
-# codecs (the encoded header) and its scrubber (what to mask). Only their
-# repr and str are checked; every other object of ours is walked into.
+# codecs (the encoded header), a poll run's requests prebuilt from them
+# (the same header, see _transport._spliced) and its scrubber (what to
+# mask). Only their repr and str are checked; every other object of ours is
+# walked into.
 PACKAGE = os.path.dirname(vc.__file__) + os.sep
-KEEPERS = (vc.VerificationClient, Codec, Credentials, Scrubber)
+KEEPERS = (vc.VerificationClient, Codec, Credentials, IdRequests, Scrubber)
 SEND = ("send_confirmation_sms", ("5125550100", "Is this you?"))
 POLL = ("has_been_verified", (4294967297,))
 

@@ -50,6 +50,7 @@ from ._service import (
 from ._transport import Answer, FirstAttempt, Sender, SendError, Transport
 from ._transport._pool import AttemptAtOnce, ConnectionPool
 from ._transport._proxy import Proxy, ProxyRefused, choose_proxy
+from ._transport._spliced import IdRequests
 from ._transport._tls import CertTypes, ClientCert, trusted_from_environment
 
 if TYPE_CHECKING:
@@ -1048,10 +1049,14 @@ class _CallsAtOnce:
     error mapping and logging stay in one place (``_exchange``).
     """
 
-    __slots__ = ("_client",)
+    __slots__ = ("_client", "_requests")
 
     def __init__(self, client: VerificationClient) -> None:
         self._client = client
+        # Per operation, the codec (the binding's) and its requests prebuilt
+        # with the id spliced in (see _transport._spliced), or None where the
+        # id cannot be.
+        self._requests: dict[str, tuple[Codec, IdRequests | None]] = {}
 
     def ready(self) -> bool:
         """Calls can start at once on the running event loop (asyncio or
@@ -1067,7 +1072,7 @@ class _CallsAtOnce:
     def start(
         self,
         op: Operation[Any],
-        params: Mapping[str, object],
+        request_id: int,
         retry: RetryPolicy,
         cut_at: float,
         done: Callable[[Any, object], None],
@@ -1090,7 +1095,7 @@ class _CallsAtOnce:
             return None
         codec = client._codecs[client.binding]
         try:
-            request = codec.encode(op, params, credentials=client._credentials)
+            request = self._request(pool, codec, op, request_id)
         except Exception:
             # Encoded again by the call that takes it, and raised there.
             limiter.release()
@@ -1110,6 +1115,27 @@ class _CallsAtOnce:
             return None
         call.attempt = attempt
         return call
+
+    def _request(
+        self, pool: ConnectionPool, codec: Codec, op: Operation[Any], request_id: int
+    ) -> HTTPRequest | bytes:
+        """The request: prebuilt bytes with the id spliced in where it can be."""
+        credentials = self._client._credentials
+        kept = self._requests.get(op.name)
+        if kept is not None and kept[0] is codec:
+            requests = kept[1]
+        else:
+            # First of the run, or the client's binding changed since.
+            (name,) = op.param_names
+            requests = pool.id_requests(
+                lambda mark: codec.encode(op, {name: mark}, credentials=credentials)
+            )
+            self._requests[op.name] = (codec, requests)
+        if requests is not None:
+            rendered = requests.render(request_id)
+            if rendered is not None:
+                return rendered
+        return codec.encode(op, {op.param_names[0]: request_id}, credentials=credentials)
 
 
 class _CallAtOnce:

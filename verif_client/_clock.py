@@ -117,7 +117,11 @@ class _AsyncioCancelPending:
     def __init__(self, loop: object, task_states: Any) -> None:
         import asyncio
 
-        self._current_task = asyncio.current_task
+        # asyncio's own table of running tasks by loop, where it is one
+        # (CPython's, which uvloop's tasks use too): current_task(loop) is
+        # its get(loop), without a Python call of its own per check.
+        tasks = getattr(asyncio.tasks, "_current_tasks", None)
+        self._current_task = tasks.get if isinstance(tasks, dict) else asyncio.current_task
         self._loop = loop
         self._task_states = task_states
         self._task: object = None

@@ -37,7 +37,6 @@ still pending at ``policy.timeout``          TIMED_OUT
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import logging
@@ -61,13 +60,16 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._clock import cancel_pending, loop_backend, loop_clock
 from ._compat import TypeVar
-from ._errors import DecodeError, HTTPStatusError, VerifClientError
+from ._errors import VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
+from ._pollawait import POLLS_BETWEEN_YIELDS, poll_in_a_row
+from ._pollchain import Chain
 from ._pollpolicy import (
     PollPolicy,
     PollStatus,
     VerifiedDialect,
 )
+from ._pollwatch import Watch
 from ._results import LocationResult, VerificationResult
 from ._retry import RetryPolicy
 from ._transport import FirstAttempt
@@ -132,17 +134,18 @@ class CallAtOnce(Protocol):
 
 
 class CallsAtOnce(Protocol):
-    """Calls made without a coroutine (on asyncio, the client's own pool):
-    a call's answer comes to ``done(context, outcome)`` from the event loop,
-    the result, a FirstAttempt for ``CallOperation`` to go on with (any
-    refusal, error or timeout), or None if the attempt was cut at ``cut_at``."""
+    """Calls made without a coroutine (on asyncio, the client's own pool) of
+    an operation whose one parameter is the request id: a call's answer
+    comes to ``done(context, outcome)`` from the event loop, the result, a
+    FirstAttempt for ``CallOperation`` to go on with (any refusal, error or
+    timeout), or None if the attempt was cut at ``cut_at``."""
 
     def ready(self) -> bool: ...
 
     def start(
         self,
         op: Operation[Any],
-        params: Mapping[str, object],
+        request_id: int,
         retry: RetryPolicy,
         cut_at: float,
         done: Callable[[Any, object], None],
@@ -154,8 +157,17 @@ class CallsAtOnce(Protocol):
 # is a heap entry, so this is generous; it only bounds how far ahead of the
 # workers the intake runs when polls wait (initial_delay > 0).
 _WATCHED_PER_WORKER: Final = 64
-_POLLS_BETWEEN_YIELDS: Final = 32
 _WORKERS_STARTED_AT_ONCE: Final = 32
+
+
+class _NoJitter(random.Random):
+    """A random source whose draws are 0: a delay with no jitter taken off."""
+
+    def random(self) -> float:
+        return 0.0
+
+
+_NO_JITTER: Final = _NoJitter(0)
 
 
 class PollKind(Generic[_O]):
@@ -219,21 +231,6 @@ class PollRunOptions(PollOptions, total=False):
     keep_open: bool
 
 
-class _Watch:
-    """One (id, kind) being polled: the whole per-id state, kept small."""
-
-    __slots__ = ("attempts", "deadline", "kind", "last", "polls", "request_id", "started")
-
-    def __init__(self, request_id: int, kind: PollKind[Any], now: float, timeout: float) -> None:
-        self.request_id = request_id
-        self.kind = kind
-        self.started = now
-        self.deadline = now + timeout
-        self.polls = 0
-        self.attempts = 0
-        self.last: object = None
-
-
 class PollStream(Generic[_O]):
     """The outcomes of one poll run, as they settle (not in input order).
 
@@ -266,11 +263,11 @@ class PollStream(Generic[_O]):
         self._hooks = hooks
         self._now = loop_clock()
         self._backend = loop_backend()
-        # On asyncio the polls' deadlines share one timer (see _poll_in_a_row).
+        # On asyncio the polls' deadlines share one timer (see _pollawait).
         self._deadlines = deadlines_for(self._backend)
-        # Polls made from their answers' callbacks (see _Chain): asyncio only.
+        # Polls made from their answers' callbacks (see _pollchain): asyncio only.
         self._at_once = at_once if self._deadlines is not None else None
-        self._heap: list[tuple[float, int, _Watch]] = []
+        self._heap: list[tuple[float, int, Watch]] = []
         self._sequence = itertools.count()
         self._active = 0  # watches not yet settled (in the heap or being polled)
         self._input_open = True
@@ -279,6 +276,8 @@ class PollStream(Generic[_O]):
         self._source: Iterator[int] | None = None
         self._source_error: BaseException | None = None
         self._room = workers * _WATCHED_PER_WORKER * len(kinds)
+        # policy.delay(1, rng) is this shortened by its jitter (see _watch).
+        self._first_delay = policy.delay(1, _NO_JITTER)
         # Workers waiting for the dispatcher, and the event an async source's
         # feed waits on until one does (or the run has room again).
         self._idle_workers = 0
@@ -305,7 +304,7 @@ class PollStream(Generic[_O]):
 
     def _watch(
         self, request_id: int, timeout: float | None = None, *, hand_over: bool = False
-    ) -> _Watch | None:
+    ) -> Watch | None:
         """Watch ``request_id`` for each kind. With ``hand_over``, the first
         watch due at once is returned, not scheduled, if nothing in the heap
         is due: it would be the next popped."""
@@ -314,9 +313,15 @@ class PollStream(Generic[_O]):
             timeout = self._policy.timeout
         handed = None
         for kind in self._kinds:
-            watch = _Watch(request_id, kind, now, timeout)
+            watch = Watch(request_id, kind, now, timeout)
             self._active += 1
-            due = now + self._policy.delay(1, self._rng)
+            # policy.delay(1, self._rng), the same float, without its calls.
+            jitter = self._policy.jitter
+            due = now + (
+                self._first_delay * (1.0 - jitter * self._rng.random())
+                if jitter
+                else self._first_delay
+            )
             if (
                 hand_over
                 and handed is None
@@ -342,7 +347,7 @@ class PollStream(Generic[_O]):
         """Ids (per kind) taken from the input and not yet settled."""
         return self._active
 
-    def _take(self) -> _Watch | bool:
+    def _take(self) -> Watch | bool:
         """Take the next id from the caller's iterable, if the run has room for
         it: False if none was taken, else its watch if due at once (not put in
         the heap, see _watch), or True.
@@ -366,7 +371,7 @@ class PollStream(Generic[_O]):
             return False
         return self._watch(request_id, hand_over=True) or True
 
-    def _next_due(self) -> _Watch | None:
+    def _next_due(self) -> Watch | None:
         """A watch due now: from the heap, else a new id from the caller's iterable."""
         heap = self._heap
         clock = self._now
@@ -374,12 +379,12 @@ class PollStream(Generic[_O]):
             if heap and heap[0][0] <= clock():
                 return heapq.heappop(heap)[2]
             taken = self._take()
-            if isinstance(taken, _Watch):
+            if isinstance(taken, Watch):
                 return taken
             if not taken:
                 return None
 
-    def _schedule(self, watch: _Watch, due: float) -> None:
+    def _schedule(self, watch: Watch, due: float) -> None:
         due = min(due, watch.deadline)
         heapq.heappush(self._heap, (due, next(self._sequence), watch))
         # Waking the dispatcher costs a task switch; it is only needed when it
@@ -388,7 +393,7 @@ class PollStream(Generic[_O]):
             self._wakeup.set()
 
     async def _run(self, source: Iterable[int] | AsyncIterable[int] | None) -> None:
-        due_send, due_receive = anyio.create_memory_object_stream[_Watch](0)
+        due_send, due_receive = anyio.create_memory_object_stream[Watch](0)
         async with anyio.create_task_group() as tg:
             if isinstance(source, AsyncIterable):
                 tg.start_soon(self._feed, source)
@@ -419,7 +424,7 @@ class PollStream(Generic[_O]):
             await checkpoint()
         self.close_input()
 
-    async def _dispatch(self, due_send: MemoryObjectSendStream[_Watch]) -> None:
+    async def _dispatch(self, due_send: MemoryObjectSendStream[Watch]) -> None:
         heap = self._heap
         clock = self._now
         while self._input_open or self._active or self._source is not None:
@@ -449,14 +454,14 @@ class PollStream(Generic[_O]):
                 await self._wakeup.wait()
             self._dispatcher_wakes_at = -math.inf
 
-    async def _worker(self, due: MemoryObjectReceiveStream[_Watch]) -> None:
+    async def _worker(self, due: MemoryObjectReceiveStream[Watch]) -> None:
         async with due:
             # A busy worker takes the next due watch (or a new id) itself: the
             # dispatcher's hand-off costs task switches per poll, and is only
             # needed to wake workers that have nothing to do.
             checkpoint = loop_backend().checkpoint
             at_once = self._at_once
-            chain = None if at_once is None else _Chain(self, at_once)
+            chain = None if at_once is None else Chain(self, at_once)
             first: FirstAttempt | None = None
             watch = self._next_due()
             while True:
@@ -477,7 +482,7 @@ class PollStream(Generic[_O]):
                     continue
                 # Where calls can go at once, one awaited poll (the pool
                 # opens a connection, say), and the next goes at once if it can.
-                if await self._poll_in_a_row(watch, first, 1 if chain else _POLLS_BETWEEN_YIELDS):
+                if await poll_in_a_row(self, watch, first, 1 if chain else POLLS_BETWEEN_YIELDS):
                     # A transport that answers without waiting (the simulator
                     # in process) would otherwise never let the caller read
                     # the outcomes of an endless iterable.
@@ -485,119 +490,8 @@ class PollStream(Generic[_O]):
                 first = None
                 watch = self._next_due()
 
-    async def _poll_in_a_row(
-        self, watch: _Watch, first: FirstAttempt | None = None, most: int = _POLLS_BETWEEN_YIELDS
-    ) -> bool:
-        """Poll ``watch`` (its call's first attempt ``first``, if made already),
-        then what falls due next, up to ``most`` polls; True if that many were
-        made (the worker should let others run).
-
-        A poll in flight (its retries and backoffs included) is cut at its
-        id's deadline, and the id then ends TIMED_OUT, on time. One cancel
-        scope serves the polls in a row, cut at each id's deadline in turn:
-        a scope of its own per poll cost a tenth of a poll's CPU on asyncio,
-        and its objects kept the garbage collector busy. On asyncio the
-        shared deadlines cut it (a scope's own deadline, moved, is a timer
-        made and cancelled per poll); an id whose deadline comes before one
-        already kept (polled again, say) moves the scope's own.
-        """
-        scope = self._backend.create_cancel_scope()
-        deadlines = self._deadlines
-        own_deadline = False
-        polls = 0
-        try:
-            with scope:
-                while True:
-                    own_deadline = self._cut_at(scope, watch.deadline, own_deadline)
-                    await self._poll(watch, first)
-                    first = None
-                    polls += 1
-                    if scope.cancel_called:
-                        # The deadline passed while the answer was being read:
-                        # that answer counts, and the next poll gets a fresh scope.
-                        return False
-                    if polls == most:
-                        # (Only an in-process transport needs the yield: a
-                        # pool's poll always waits for its answer.)
-                        return most == _POLLS_BETWEEN_YIELDS
-                    next_watch = self._next_due()
-                    if next_watch is None:
-                        return False
-                    watch = next_watch
-        finally:
-            if deadlines is not None:
-                deadlines.discard(scope)
-        # Only a cut gets here: the scope took its cancellation.
-        self._polled(watch, None, None, cut=True)
-        return False
-
-    def _cut_at(self, scope: Any, deadline: float, own_deadline: bool) -> bool:
-        """Have ``scope`` cancelled at ``deadline``; True if by a timer of its own."""
-        deadlines = self._deadlines
-        if deadlines is not None:
-            deadlines.discard(scope)
-            # A deadline already past cuts at once, before a connection is
-            # taken, as a scope's own deadline does on entry.
-            if deadline > self._now() and deadlines.add(scope, deadline):
-                if own_deadline:
-                    scope.deadline = math.inf
-                return False
-        scope.deadline = deadline
-        return True
-
-    async def _poll(self, watch: _Watch, first: FirstAttempt | None = None) -> None:
-        """One poll: the call, with an unreadable answer asked again under
-        ``policy.retry`` (the client retries the network failures itself).
-        One coroutine for both: every poll in flight holds its chain of
-        coroutines, and the garbage collector walks each link. With ``first``
-        the poll began at once (see _Chain) and its call goes on from there."""
-        policy = self._policy
-        retry = policy.retry
-        kind = watch.kind
-        error: VerifClientError | None = None
-        status: PollStatus | None = None
-        if first is None:
-            watch.polls += 1
-            started = self._now()
-        else:
-            started = first.began
-        asked = 0
-        while True:
-            asked += 1
-            given, first = first, None
-            try:
-                answer = await self._call(
-                    kind.operation,
-                    {kind.request_id_param: watch.request_id},
-                    retry=retry,
-                    first=given,
-                )
-                watch.last = answer
-                status = kind.judge(answer, policy, self._dialect)
-            except HTTPStatusError as exc:
-                # A 429 says nothing about the id: ask again later, at the pace
-                # the client has slowed to.
-                if exc.status_code != 429:
-                    error, status = exc, PollStatus.FAILED
-            except DecodeError as exc:
-                pause = retry.backoff(asked, self._rng)
-                late = self._now() + pause - started > retry.deadline
-                if asked < retry.attempts and not late:
-                    await anyio.sleep(pause)
-                    continue
-                error, status = exc, PollStatus.FAILED
-            except VerifClientError as exc:
-                error, status = exc, PollStatus.FAILED
-            except Exception as exc:
-                error, status = _unforeseen(watch, exc), PollStatus.FAILED
-            break
-        self._polled(watch, status, error, cut=False)
-        # The error's traceback holds this frame: kept here, the two would be
-        # a cycle that outlives the outcome until the collector finds it.
-        del error
-
     def _polled(
-        self, watch: _Watch, status: PollStatus | None, error: VerifClientError | None, *, cut: bool
+        self, watch: Watch, status: PollStatus | None, error: VerifClientError | None, *, cut: bool
     ) -> None:
         """Record a poll: settle the id, or schedule its next poll."""
         watch.attempts = watch.polls
@@ -616,18 +510,10 @@ class PollStream(Generic[_O]):
                 self._schedule(watch, now + self._policy.delay(watch.polls + 1, self._rng))
                 return
             status = PollStatus.TIMED_OUT
-        self._settle(watch, status, error, now)
-
-    def _settle(
-        self, watch: _Watch, status: PollStatus, error: VerifClientError | None, now: float
-    ) -> None:
+        # Settled (inline: a call fewer per poll). The outcome's fields in
+        # order: request_id, status, result, error, attempts, elapsed.
         outcome = watch.kind.outcome(
-            request_id=watch.request_id,
-            status=status,
-            result=watch.last,
-            error=error,
-            attempts=watch.attempts,
-            elapsed=now - watch.started,
+            watch.request_id, status, watch.last, error, watch.attempts, now - watch.started
         )
         self._active -= 1
         if self._hooks is not None:
@@ -644,107 +530,6 @@ class PollStream(Generic[_O]):
             self._wakeup.set()
         if self._active == self._room - 1:
             self._hungry.set()
-
-
-def _unforeseen(watch: _Watch, exc: Exception) -> VerifClientError:
-    # Every id is promised exactly one outcome, even when a transport
-    # or a bug raises something we did not foresee.
-    logger.exception("unexpected error polling request %s", watch.request_id)
-    return VerifClientError(f"unexpected {type(exc).__name__}: {exc}")
-
-
-class _Chain:
-    """One worker's polls made one after another from their answers'
-    callbacks, with no coroutine, task step or future per poll: an answer
-    is judged and recorded, and the next due poll written, in the event
-    loop's callback that completed it. The worker awaits only the chain's
-    end (``ended``): nothing due, a poll that cannot start at once (no
-    connection ready, a rate to keep), or one whose call did not end in a
-    result, which the worker then polls the awaited way from its first
-    attempt (see CallsAtOnce). What a poll reports is the same either way.
-    """
-
-    __slots__ = ("_answered_here", "_at_once", "_call", "_ended", "_stream")
-
-    def __init__(self, stream: PollStream[Any], at_once: CallsAtOnce) -> None:
-        self._stream = stream
-        self._at_once = at_once
-        self._call: CallAtOnce | None = None
-        # Made once: a bound method per poll would be one more object per
-        # poll in flight for the garbage collector.
-        self._answered_here = self._answered
-        self._ended: asyncio.Future[tuple[_Watch | None, FirstAttempt | None]] | None = None
-
-    def begin(self, watch: _Watch) -> bool:
-        """Start with ``watch``; False, and nothing done, if it cannot go at once."""
-        if not self._at_once.ready() or not self._start(watch):
-            return False
-        deadlines = self._stream._deadlines
-        assert deadlines is not None  # _at_once is only set on asyncio
-        self._ended = deadlines.loop.create_future()
-        return True
-
-    def ended(self) -> asyncio.Future[tuple[_Watch | None, FirstAttempt | None]]:
-        """Done with what the worker polls next, and that poll's first attempt."""
-        assert self._ended is not None
-        return self._ended
-
-    def abandon(self) -> None:
-        # The worker is cancelled, or the chain ended (then nothing is in flight).
-        call, self._call = self._call, None
-        if call is not None:
-            call.abandon()
-
-    def _start(self, watch: _Watch) -> bool:
-        stream = self._stream
-        # An id at its deadline is cut at once by the awaited poll's scope.
-        if watch.deadline <= stream._now():
-            return False
-        kind = watch.kind
-        call = self._at_once.start(
-            kind.operation,
-            {kind.request_id_param: watch.request_id},
-            stream._policy.retry,
-            watch.deadline,
-            self._answered_here,
-            watch,
-        )
-        if call is None:
-            return False
-        watch.polls += 1
-        self._call = call
-        return True
-
-    def _answered(self, watch: _Watch, outcome: object) -> None:
-        self._call = None
-        stream = self._stream
-        try:
-            if isinstance(outcome, FirstAttempt):
-                self._end(watch, outcome)
-                return
-            if outcome is None:
-                stream._polled(watch, None, None, cut=True)
-            else:
-                watch.last = outcome
-                try:
-                    status = watch.kind.judge(outcome, stream._policy, stream._dialect)
-                except Exception as exc:
-                    stream._polled(watch, PollStatus.FAILED, _unforeseen(watch, exc), cut=False)
-                else:
-                    stream._polled(watch, status, None, cut=False)
-            next_watch = stream._next_due()
-            if next_watch is None or not self._start(next_watch):
-                self._end(next_watch, None)
-        except Exception as exc:
-            # A bug of ours: the worker raises it, as it would have.
-            assert self._ended is not None
-            if not self._ended.done():
-                self._ended.set_exception(exc)
-
-    def _end(self, watch: _Watch | None, first: FirstAttempt | None) -> None:
-        assert self._ended is not None
-        if not self._ended.done():
-            self._ended.set_result((watch, first))
 
 
 class _Settled(AsyncIterator[_O]):

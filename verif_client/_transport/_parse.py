@@ -92,6 +92,12 @@ class H11Answer:
             else:  # ConnectionClosed before the answer ended
                 raise h11.RemoteProtocolError("Server disconnected without sending a response.")
 
+    def memorable(self) -> bool:
+        return False  # h11 must see every answer: its state follows each
+
+    def replay(self) -> bool:
+        return False
+
     def reusable(self) -> bool:
         h = self._h
         # MUST_CLOSE (Connection: close, HTTP/1.0) leaves the states short of DONE.
@@ -174,6 +180,17 @@ class LlhttpAnswer:
     def reusable(self) -> bool:
         return self.complete and self._keep and not self._after
 
+    def memorable(self) -> bool:
+        return self.complete and self._keep and not self._after and self._fed > 0
+
+    def replay(self) -> bool:
+        # llhttp is back at a message's start after a reusable answer, as it
+        # was before the one replayed: parsing the same bytes would end here.
+        self.complete = True
+        self._keep = True
+        self._after = False
+        return True
+
     # -- httptools' callbacks ----------------------------------------------
 
     def on_message_begin(self) -> None:
@@ -241,6 +258,15 @@ class Reader(Protocol):
     def start(self, method: str) -> None: ...
     def feed(self, data: bytes) -> None: ...
     def reusable(self) -> bool: ...
+
+    def memorable(self) -> bool:
+        """The answer just read came whole in one read, left the connection
+        reusable, and can be replayed (see replay)."""
+
+    def replay(self) -> bool:
+        """Take the next answer as whole without parsing: its bytes are
+        those of a memorable answer, read from the state that answer left
+        (a reusable connection's). False (nothing done) if this reader cannot."""
 
 
 # Looked up at the first connection, not at import: start-up stays as it was.

@@ -25,18 +25,12 @@ What a bad peer cannot do to it:
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
-import ipaddress
 import os
-import re
-import select
-import socket
 import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Final, overload
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
@@ -46,122 +40,29 @@ import h11
 from .._clock import loop_backend, loop_clock, running_loop
 from .._codec import HTTPRequest
 from .._errors import VerifClientError
-from .._inflate import ACCEPT_ENCODING
 from . import Answer, SendError, _parse
 from ._body import CappedBody, check_declared_length, whole_body
+from ._connection import READ_SIZE
+from ._connection import Connection as _Connection
 from ._deadlines import Deadlines, deadlines_for
-from ._proxy import Proxy, ProxyRefused, open_tunnel
+from ._heads import RequestHeads
+from ._opening import Opener, reason_of
+from ._proxy import Proxy
 from ._receiver import AsyncioReceiver, AttemptCut
-from ._tls import ClientCert, certificate_refused, tls_context
+from ._spliced import IdRequests
+from ._tls import ClientCert, certificate_refused
 
 # An idle connection older than this is closed rather than reused: servers
 # drop idle keep-alive connections after a few seconds (IIS: 120 s, many
 # proxies 5-60 s), and a request written into a connection the server is
 # closing may or may not have arrived.
 KEEPALIVE_EXPIRY: Final = 5.0
-_READ_SIZE: Final = 65536
-_USER_AGENT: Final = "verif-client"
-_HEADS_CACHED: Final = 64
 # Connections being opened at once. Opening one costs a few hundred µs of
 # Python; a thousand calls that all open one at the start make an event-loop
 # pass of a third of a second, and every answer (the first poll's included)
 # waits behind it. In turns of this many, the first requests leave at once,
 # and a pool of thousands still fills in a few round trips.
 _OPENING_AT_ONCE: Final = 32
-# RFC 9110 tokens; a target and header values without controls or line
-# breaks (visible ASCII): nothing can be smuggled into the request.
-_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_TARGET: Final = re.compile(r"/[\x21-\x7e]*")
-_VALUE: Final = re.compile(r"[\x20-\x7e]*")
-_VISIBLE: Final = re.compile(r"[\x21-\x7e]*")
-
-
-class _Connection:
-    __slots__ = (
-        "answer",
-        "fd",
-        "idle_since",
-        "plain_fd",
-        "poller",
-        "receiver",
-        "stream",
-    )
-
-    def __init__(
-        self,
-        stream: anyio.abc.ByteStream | None,
-        receiver: AsyncioReceiver | None,
-        fd: int,
-        *,
-        tls: bool,
-    ) -> None:
-        # None when the loop's create_connection opened it (see _connect).
-        self.stream = stream
-        # poll(), not select(): a process with 1,024 connections has fds past FD_SETSIZE.
-        self.poller = select.poll()
-        self.fd = fd
-        self.poller.register(fd, select.POLLIN)
-        # Where a request can be written with one write(2) (see _write); -1 over TLS.
-        self.plain_fd = -1 if tls else fd
-        self.answer = _parse.reader()()
-        self.idle_since = 0.0
-        # On asyncio, answers are read (and over TLS, requests written) by a
-        # protocol of ours on the socket's transport (see _receiver).
-        self.receiver = receiver
-
-    async def close(self) -> None:
-        if self.stream is None:
-            self.close_now()
-            # The loop closes the socket on its next pass: closed when this
-            # returns, as anyio's forceful close of a stream is, cancelled or not.
-            await anyio.lowlevel.cancel_shielded_checkpoint()
-            return
-        if self.receiver is not None:
-            self.receiver.closed_here = True
-        await anyio.aclose_forcefully(self.stream)
-
-    def close_now(self) -> None:
-        """Close a connection read by a receiver, from a callback: the loop
-        closes the socket on its next pass. Its transport is the one an anyio
-        stream would close, if anyio opened it (taken over, see _receiver):
-        that stream no longer reads, and has nothing of its own to release."""
-        assert self.receiver is not None
-        self.receiver.abort()
-
-    def abandon(self) -> None:
-        """End a connection of another (likely closed) event loop without
-        touching that loop: its stream's close() would schedule work on it.
-        A shutdown through a duplicate of the socket ends the TCP connection;
-        the socket itself is closed when the dead loop's objects are collected."""
-        try:
-            duplicate = socket.socket(fileno=os.dup(self.fd))
-        except OSError:
-            return  # already closed
-        with duplicate, contextlib.suppress(OSError):
-            duplicate.shutdown(socket.SHUT_RDWR)
-
-
-def _read_in_heap_sized_chunks(transport: object) -> None:
-    """Have asyncio read at most _READ_SIZE bytes at a time from this socket.
-
-    asyncio's socket transport reads into a fresh 256 KiB buffer each time:
-    past glibc's mmap threshold (128 KiB), so every answer costs an mmap, an
-    mremap when the buffer is cut to size, a munmap and a page fault or two.
-    64 KiB buffers come from the heap. Not public API: looked up defensively,
-    and left alone when it is not there (uvloop's transports, trio's streams).
-    """
-    if getattr(transport, "max_size", 0) > _READ_SIZE:
-        transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
-
-
-def _transport_of(stream: object) -> object:
-    """The asyncio transport under an anyio stream (and the streams it wraps), if any."""
-    while stream is not None:
-        transport = getattr(stream, "_transport", None)
-        if transport is not None:
-            return transport
-        stream = getattr(stream, "transport_stream", None)
-    return None
 
 
 class _Headers(Sequence[tuple[str, str]]):
@@ -215,7 +116,7 @@ class _Attempt:
     """How far one attempt got (whether any byte of the request may have
     left), and its answer being read (see feed)."""
 
-    __slots__ = ("answer", "body", "cap", "connection", "operation", "written")
+    __slots__ = ("answer", "body", "cap", "connection", "first", "operation", "written")
 
     answer: _parse.Reader
     cap: int
@@ -232,11 +133,62 @@ class _Attempt:
         self.answer = connection.answer
         self.cap = cap
         self.operation = operation
+        self.first = True
+
+    def failure(self, exc: Exception, pool: ConnectionPool) -> Exception:
+        """What a failed attempt raises: ``exc`` itself, or the SendError it means."""
+        if isinstance(exc, h11.ProtocolError):
+            return SendError(f"RemoteProtocolError: {exc}", never_sent=not self.written)
+        if isinstance(exc, (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)):
+            reason = "the client was closed" if pool._closed else reason_of(exc)
+            if pool._tls and (refused := certificate_refused(reason)) is not False:
+                return pool._opener.certificate_refused(reason, certain=refused is True)
+            kind = "ReadError" if self.written else "WriteError"
+            return SendError(f"{kind}: {reason}", never_sent=not self.written)
+        if not self.written or isinstance(exc, VerifClientError | SendError):
+            return exc  # a bug before anything left, or our own typed answer
+        # Whatever failed once bytes left, the service may have the
+        # request: the caller must hear "delivery unknown", not a foreign error.
+        return SendError(f"ReadError: {type(exc).__name__}: {exc}", never_sent=False)
+
+    def timeout(self, pool: ConnectionPool, time_limit: float) -> SendError:
+        """What an attempt cut at its deadline raises."""
+        if self.connection is None:
+            through = "" if pool._proxy is None else f" through the proxy {pool._proxy.shown}"
+            return SendError(
+                f"ConnectTimeout: no connection to {pool._heads.authority}{through} "
+                f"within {time_limit:g} s",
+                never_sent=True,
+            )
+        return SendError(
+            f"Timeout: no complete answer within {time_limit:g} s (one deadline per attempt)",
+            never_sent=not self.written,
+        )
 
     def feed(self, data: bytes) -> Answer | None:
         """Take what arrived (b"" for the peer's close): the answer once
-        whole, its body decoded under the size cap."""
+        whole, its body decoded under the size cap.
+
+        An answer whose bytes are those of the connection's last one that
+        came whole in one read (a poll's answer names no id, so a service
+        sends the same bytes again and again) is that answer again, read under
+        the same cap: the reader takes it as whole without parsing it (see
+        Reader.replay), the same bytes from the same state giving the same
+        answer, and the same body object keeps its hash for the answer cache."""
         answer = self.answer
+        first = self.first
+        if first:
+            self.first = False
+            connection = self.connection
+            assert connection is not None
+            replay = connection.replay
+            if (
+                replay is not None
+                and data == replay[0]
+                and self.cap == replay[1]
+                and answer.replay()
+            ):
+                return replay[2]
         if not data and answer.headers is None:
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
@@ -256,7 +208,11 @@ class _Attempt:
             if not encoding and answer.complete:
                 # The usual poll answer: whole in one read, and sent as it is.
                 body_bytes = whole_body(answer.chunks, self.cap, self.operation)
-                return answer.status, _Headers(answer.headers), body_bytes
+                whole = answer.status, _Headers(answer.headers), body_bytes
+                if first and answer.memorable():
+                    assert self.connection is not None
+                    self.connection.replay = (data, self.cap, whole)
+                return whole
             body = self.body = CappedBody(encoding, self.cap, self.operation)
         chunks = answer.chunks
         if chunks:
@@ -309,12 +265,18 @@ class AttemptAtOnce(_Attempt):
         done: AnswerCallback,
         context: Any,
     ) -> None:
-        super().__init__()
+        # _Attempt's __init__ and read_on, inline (a call each per poll).
+        self.connection = connection
+        self.written = False
+        self.body = None
+        self.answer = connection.answer
+        self.cap = cap
+        self.operation = operation
+        self.first = True
         self.pool = pool
         self.deadlines = deadlines
         # The connection, as _Attempt's (which is None until a connection is had).
         self.held = connection
-        self.read_on(connection, cap, operation)
         self.receiver = receiver
         self.time_limit = time_limit
         self.done = done
@@ -323,7 +285,8 @@ class AttemptAtOnce(_Attempt):
         self.timer: asyncio.TimerHandle | None = None
         self.ended = False
 
-    def start(self, request: HTTPRequest, cut_at: float) -> None:
+    def start(self, request: HTTPRequest | bytes, cut_at: float) -> None:
+        """Write ``request`` (bytes: a POST prebuilt, see _spliced)."""
         pool = self.pool
         connection = self.held
         receiver = self.receiver
@@ -336,7 +299,12 @@ class AttemptAtOnce(_Attempt):
             self.timer = deadlines.loop.call_at(deadline, receiver.cancel)
         receiver.listener = self
         try:
-            _write(connection, pool._request_bytes(connection.answer, request), self)
+            if isinstance(request, bytes):
+                connection.answer.start("POST")
+                data = request
+            else:
+                data = pool._heads.request_bytes(connection.answer, request)
+            _write(connection, data, self)
         except Exception as exc:
             # Ended from the loop, as every other end: the caller has its
             # attempt in hand before its callback can run.
@@ -360,12 +328,19 @@ class AttemptAtOnce(_Attempt):
             return
         receiver.expecting = False
         self.ended = True
-        self._stop_listening()
+        # _stop_listening and _let_go, inline (a call each per poll).
+        receiver.listener = None
+        if self.timer is not None:
+            self.timer.cancel()
+        else:
+            self.deadlines.discard(receiver)
         pool = self.pool
         retired = pool._release(self.held, pool._now())
         if retired is not None:
             retired.close_now()
-        self.done(self._let_go(), whole)
+        context = self.context
+        self.context = None
+        self.done(context, whole)
 
     def _end(self, exc: Exception) -> None:
         """Half-used, cut or refused: the connection is gone, and the caller
@@ -375,9 +350,9 @@ class AttemptAtOnce(_Attempt):
         self._close()
         outcome: Answer | Exception | None
         if isinstance(exc, AttemptCut):
-            outcome = None if self.cut_by_caller else self.pool._timeout(self, self.time_limit)
+            outcome = None if self.cut_by_caller else self.timeout(self.pool, self.time_limit)
         else:
-            outcome = self.pool._failure(exc, self)
+            outcome = self.failure(exc, self.pool)
         self.done(self._let_go(), outcome)
 
     def abandon(self) -> None:
@@ -427,15 +402,7 @@ class ConnectionPool:
     ) -> None:
         parts = urlsplit(base_url)
         self._tls = parts.scheme.lower() == "https"
-        self._host = parts.hostname or ""
-        self._authority = parts.netloc.rpartition("@")[2]
-        self._prefix = parts.path.rstrip("/")
-        # Credentials in the URL go as HTTP Basic, as httpx sent them before this pool.
-        basic: tuple[tuple[str, str], ...] = ()
-        if parts.username is not None:
-            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-            token = base64.b64encode(pair.encode("utf-8")).decode("ascii")
-            basic = (("Authorization", f"Basic {token}"),)
+        host = parts.hostname or ""
         self._problem: str | None = None
         port: int | None = None
         try:
@@ -446,36 +413,28 @@ class ConnectionPool:
             self._problem = (
                 f"UnsupportedProtocol: base_url {base_url!r} must start with http:// or https://"
             )
-        elif not self._host:
+        elif not host:
             self._problem = f"InvalidURL: base_url {base_url!r} names no host"
-        self._port = port or (443 if self._tls else 80)
-        self._verify = verify
-        self._cert = cert
-        self._trusted = trusted
         self._proxy = proxy
-        # Where connections go, and what a request line and its headers get
-        # for the proxy: all decided here, so a pool without one does no more
-        # per request than before.
-        self._dial = (self._host, self._port) if proxy is None else (proxy.host, proxy.port)
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        self._tunnel_to = f"{host}:{self._port}" if proxy is not None and self._tls else None
-        plain_proxy = proxy is not None and not self._tls
-        # Plain HTTP through a proxy names the whole URL (absolute form); the
-        # path part is checked from where the origin form would begin.
-        absolute = f"http://{self._authority}" if plain_proxy else ""
-        if not _VISIBLE.fullmatch(absolute):
-            self._problem = f"InvalidURL: {absolute!r} cannot go in a request line"
-        self._target_start = absolute + self._prefix
-        self._path_from = len(absolute)
-        # Ours, after the request's: the API's Basic credentials, the proxy's.
-        self._own_headers = (*basic, *(proxy.headers if proxy and plain_proxy else ()))
-        self._ssl: ssl.SSLContext | None = None
+        # Where connections go and how (see _opening), what a request line and
+        # its headers are (see _heads): all decided here, so a pool without a
+        # proxy does no more per request than before.
+        self._opener = Opener(
+            host,
+            port or (443 if self._tls else 80),
+            tls=self._tls,
+            verify=verify,
+            cert=cert,
+            trusted=trusted,
+            proxy=proxy,
+        )
+        self._heads = RequestHeads(parts, proxy, tls=self._tls)
+        self._problem = self._heads.problem or self._problem
         self._idle: deque[_Connection] = deque()
         self._busy: set[_Connection] = set()
         self._max_idle = max_idle
         self._expiry = keepalive_expiry
         self._closed = False
-        self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], bytes] = {}
         # The running backend's primitives (see _clock), for the event loop
         # the open connections belong to (see _adopt).
         self._owner: object = None
@@ -484,9 +443,6 @@ class ConnectionPool:
         # On asyncio, the attempts' deadlines share one timer (see _deadlines).
         self._deadlines: Deadlines | None = None
         self._opening: anyio.Semaphore | None = None  # made on the loop (see _adopt)
-        # Whether the loop's own create_connection opens connections (see _connect).
-        self._direct = False
-        self._eyeballs: float | None = None
         # Whether send_at_once may run attempts (see _adopt).
         self._at_once = False
 
@@ -502,7 +458,7 @@ class ConnectionPool:
         self._loop = loop_backend()
         self._now = loop_clock()
         self._deadlines = deadlines_for(self._loop, self._deadlines)
-        self._direct, self._eyeballs = _direct_connect(self._deadlines, self._proxy, self._dial[0])
+        self._opener.adopt(self._deadlines)
         self._opening = anyio.Semaphore(_OPENING_AT_ONCE)
         # On asyncio and uvloop alike, every connection read by a receiver
         # can be driven by its events (see _take_ready): the loop's own, and
@@ -533,7 +489,7 @@ class ConnectionPool:
                 request, max_response_bytes, operation, attempt, deadline
             )
         except Exception as exc:
-            failure = self._failure(exc, attempt)
+            failure = attempt.failure(exc, self)
             try:
                 if failure is exc:
                     raise
@@ -543,7 +499,7 @@ class ConnectionPool:
                 # a cycle left to the collector's oldest generation.
                 del failure
         if answer is None:
-            raise self._timeout(attempt, time_limit)
+            raise attempt.timeout(self, time_limit)
         # Outside the deadline: the answer is whole, and returning the
         # connection (or closing it) must not turn it into a timeout.
         assert attempt.connection is not None
@@ -551,36 +507,6 @@ class ConnectionPool:
         if retired is not None:
             await retired.close()
         return answer
-
-    def _failure(self, exc: Exception, attempt: _Attempt) -> Exception:
-        """What a failed attempt raises: ``exc`` itself, or the SendError it means."""
-        if isinstance(exc, h11.ProtocolError):
-            return SendError(f"RemoteProtocolError: {exc}", never_sent=not attempt.written)
-        if isinstance(exc, (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)):
-            reason = "the client was closed" if self._closed else _reason(exc)
-            if self._tls and (refused := certificate_refused(reason)) is not False:
-                return self._certificate_refused(reason, certain=refused is True)
-            kind = "ReadError" if attempt.written else "WriteError"
-            return SendError(f"{kind}: {reason}", never_sent=not attempt.written)
-        if not attempt.written or isinstance(exc, VerifClientError | SendError):
-            return exc  # a bug before anything left, or our own typed answer
-        # Whatever failed once bytes left, the service may have the
-        # request: the caller must hear "delivery unknown", not a foreign error.
-        return SendError(f"ReadError: {type(exc).__name__}: {exc}", never_sent=False)
-
-    def _timeout(self, attempt: _Attempt, time_limit: float) -> SendError:
-        """What an attempt cut at its deadline raises."""
-        if attempt.connection is None:
-            through = "" if self._proxy is None else f" through the proxy {self._proxy.shown}"
-            return SendError(
-                f"ConnectTimeout: no connection to {self._authority}{through} "
-                f"within {time_limit:g} s",
-                never_sent=True,
-            )
-        return SendError(
-            f"Timeout: no complete answer within {time_limit:g} s (one deadline per attempt)",
-            never_sent=not attempt.written,
-        )
 
     def ready_at_once(self, owner: object) -> bool:
         """Whether send_at_once can run attempts on the running event loop,
@@ -590,7 +516,7 @@ class ConnectionPool:
 
     def send_at_once(
         self,
-        request: HTTPRequest,
+        request: HTTPRequest | bytes,
         *,
         time_limit: float,
         cut_at: float,
@@ -685,7 +611,15 @@ class ConnectionPool:
         if not idle:
             return None
         connection = idle[-1]
-        if connection.receiver is None or not self._fresh(connection, self._now()):
+        receiver = connection.receiver
+        # _fresh and _untouched, inline (three calls per poll): not expired,
+        # nothing arrived (no bytes, no close) while it was idle.
+        if (
+            receiver is None
+            or self._now() - connection.idle_since >= self._expiry
+            or receiver.stray
+            or connection.poller.poll(0)
+        ):
             return None
         idle.pop()
         self._busy.add(connection)
@@ -726,17 +660,19 @@ class ConnectionPool:
             if not cut_by.add(receiver, cut_at):
                 own_timer = cut_by.loop.call_at(cut_at, receiver.cancel)
         try:
-            rest = _write(connection, self._request_bytes(connection.answer, request), attempt)
+            rest = _write(
+                connection, self._heads.request_bytes(connection.answer, request), attempt
+            )
             if rest:
                 assert connection.stream is not None  # only a stream's write leaves a rest
                 await connection.stream.send(rest)
             # A request was just written on a connection with nothing left
-            # unread (new, or found clean by _reusable): read first.
+            # unread (new, or found clean by _release): read first.
             while True:
                 try:
                     if receiver is None:
                         assert connection.stream is not None  # a connection has one or the other
-                        data = await connection.stream.receive(_READ_SIZE)
+                        data = await connection.stream.receive(READ_SIZE)
                     else:
                         taken = receiver.take()
                         while taken is None:
@@ -764,54 +700,13 @@ class ConnectionPool:
             elif cut_by is not None:
                 cut_by.discard(receiver)
 
-    def _request_bytes(self, answer: _parse.Reader, request: HTTPRequest) -> bytes:
-        key = (request.method, request.path, request.headers)
-        head = self._heads.get(key)
-        if head is None:
-            head = self._head(request)
-            # SOAP and POST requests have a handful of shapes; GET paths carry
-            # the parameters, so the cache stops growing rather than hold them all.
-            if len(self._heads) < _HEADS_CACHED:
-                self._heads[key] = head
-        answer.start(request.method)
-        body = request.body
-        if body or request.method not in ("GET", "HEAD"):
-            return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
-        return head + b"\r\n"
+    def id_requests(self, encode: Callable[[int], HTTPRequest]) -> IdRequests | None:
+        """The requests ``encode`` makes of an id, as this pool writes them,
+        prebuilt (see _spliced); None if the id cannot be spliced in."""
+        return self._heads.id_requests(encode)
 
-    def _certificate_refused(self, reason: str, *, certain: bool) -> SendError:
-        # The server ended the handshake (under TLS 1.3 its end comes as the
-        # first answer): no request reached the service.
-        how = "cert=; on the command line --client-cert"
-        if self._cert is not None:
-            wanted = f"refused the client certificate {self._cert.certfile}"
-        elif certain:
-            wanted = f"asked for a client certificate and none was given ({how})"
-        else:
-            wanted = f"refused the TLS handshake (does it want a client certificate? {how})"
-        return SendError(f"ConnectError: the server {wanted}: {reason}", never_sent=True)
-
-    def _head(self, request: HTTPRequest) -> bytes:
-        """The request line and headers (without Content-Length), checked once per shape."""
-        target = self._target_start + request.path
-        headers = [
-            ("Host", self._authority),
-            *request.headers,
-            ("Accept-Encoding", ACCEPT_ENCODING),
-            ("User-Agent", _USER_AGENT),
-            *self._own_headers,
-        ]
-        problem = None
-        if not _TOKEN.fullmatch(request.method) or not _TARGET.fullmatch(target, self._path_from):
-            problem = f"request line {request.method} {target!r}"
-        for name, value in headers:
-            if not _TOKEN.fullmatch(name) or not _VALUE.fullmatch(value):
-                problem = f"header {name!r}"
-        if problem is not None:
-            raise SendError(f"LocalProtocolError: illegal {problem}", never_sent=True)
-        lines = [f"{request.method} {target} HTTP/1.1"]
-        lines.extend(f"{name}: {value}" for name, value in headers)
-        return ("\r\n".join(lines) + "\r\n").encode("ascii")
+    async def _connect(self) -> _Connection:
+        return await self._opener.connect(self._deadlines)
 
     async def _checkout(self) -> _Connection:
         idle = self._idle
@@ -845,82 +740,20 @@ class ConnectionPool:
         self._busy.add(connection)
         return connection
 
-    async def _connect(self) -> _Connection:
-        stream: anyio.abc.ByteStream | None = None
-        receiver: AsyncioReceiver | None = None
-        try:
-            if self._deadlines is not None and self._direct:
-                # asyncio: the loop's own connection with our protocol from
-                # the start, a few hundred µs and some thirty objects less per
-                # connection than anyio's stream over it (see _receiver).
-                loop, (host, port) = self._deadlines.loop, self._dial
-                transport, receiver = await (
-                    loop.create_connection(AsyncioReceiver, host, port)
-                    if self._eyeballs is None
-                    else loop.create_connection(
-                        AsyncioReceiver, host, port, happy_eyeballs_delay=self._eyeballs
-                    )
-                )
-                fd = transport.get_extra_info("socket").fileno()
-                _read_in_heap_sized_chunks(transport)
-            else:
-                stream = await anyio.connect_tcp(*self._dial)
-                fd = stream.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
-        except OSError as exc:
-            if self._proxy is not None:
-                raise ProxyRefused(
-                    f"cannot connect to the proxy {self._proxy.shown}: {_reason(exc)}",
-                    proxy=self._proxy.shown,
-                ) from None
-            raise SendError(f"ConnectError: {_reason(exc)}", never_sent=True) from None
-        try:
-            if stream is not None:
-                if self._tunnel_to is not None:
-                    assert self._proxy is not None
-                    await open_tunnel(stream, self._proxy, self._tunnel_to)
-                receiver = AsyncioReceiver.take_over(stream)
-                _read_in_heap_sized_chunks(_transport_of(stream))
-            if self._tls:
-                # The handshake as anyio.connect_tcp(ssl_context=...) makes it,
-                # by asyncio's own TLS layer where the receiver took over.
-                if receiver is not None:
-                    await receiver.start_tls(self._ssl_context(), self._host)
-                else:
-                    from anyio.streams.tls import TLSStream
-
-                    assert stream is not None
-                    stream = await TLSStream.wrap(
-                        stream,
-                        server_side=False,
-                        hostname=self._host,
-                        ssl_context=self._ssl_context(),
-                        standard_compatible=False,
-                    )
-        except BaseException as exc:
-            if stream is not None:
-                await anyio.aclose_forcefully(stream)
-            elif receiver is not None:
-                receiver.abort()
-            if isinstance(exc, (OSError, anyio.BrokenResourceError, anyio.EndOfStream)):
-                # Nothing of the request was written: it provably never left.
-                reason = _reason(exc)
-                if (refused := certificate_refused(reason)) is not False:
-                    raise self._certificate_refused(reason, certain=refused is True) from None
-                raise SendError(f"ConnectError: {reason}", never_sent=True) from None
-            raise
-        return _Connection(stream, receiver, fd, tls=self._tls)
-
-    def _ssl_context(self) -> ssl.SSLContext:
-        if self._ssl is None:
-            self._ssl = tls_context(self._verify, self._cert, self._trusted)
-        return self._ssl
-
     def _release(self, connection: _Connection, now: float) -> _Connection | None:
         """Put a connection back after its answer; the connection to close,
         if any: this one, or the oldest idle one, expired. (A plain function:
         the close is awaited only when there is one, not a coroutine per call.)"""
         self._busy.discard(connection)
-        if self._closed or len(self._idle) >= self._max_idle or not _reusable(connection):
+        receiver = connection.receiver
+        if (
+            self._closed
+            or len(self._idle) >= self._max_idle
+            # Answered before it had read all of the request: what it did not
+            # read would be written after the next request's first bytes.
+            or (receiver is not None and receiver.unsent)
+            or not connection.answer.reusable()
+        ):
             return connection
         connection.idle_since = now
         idle = self._idle
@@ -954,7 +787,7 @@ def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
     receive, which always waits, is this attempt's checkpoint instead. The
     stream's own buffer is empty here (every earlier send waited until it
     drained, and behind an AsyncioReceiver, whose transport no longer tells
-    anyio when it drains, _reusable closes a connection with bytes unsent; a
+    anyio when it drains, _release closes a connection with bytes unsent; a
     connection whose send failed is closed), so nothing can be reordered;
     what the kernel does not take is sent through the stream.
 
@@ -981,15 +814,6 @@ def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
         connection.receiver.write(data)
         return b""
     return data  # for the stream to send
-
-
-def _reusable(connection: _Connection) -> bool:
-    receiver = connection.receiver
-    if receiver is not None and receiver.unsent:
-        # Answered before it had read all of the request: what it did not
-        # read would be written after the next request's first bytes.
-        return False
-    return connection.answer.reusable()
 
 
 def _untouched(connection: _Connection) -> bool:
@@ -1038,38 +862,3 @@ def _read_ahead(stream: object) -> bool:
             or getattr(protocol, "is_at_eof", False)
             or getattr(protocol, "exception", None) is not None
         )
-
-
-def _direct_connect(
-    deadlines: Deadlines | None, proxy: Proxy | None, host: str
-) -> tuple[bool, float | None]:
-    """Whether the loop's own create_connection opens connections, and its
-    happy-eyeballs delay. anyio connects on trio, through a proxy (the tunnel
-    goes through anyio's stream), and on uvloop for a name to resolve: a name
-    may have several addresses, and anyio tries the next one 250 ms after the
-    first (happy eyeballs), not once the first timed out (the whole attempt's
-    time, for a peer that drops the SYN); asyncio's loop does the same when
-    asked, uvloop's cannot."""
-    if deadlines is None or proxy is not None:
-        return False, None
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        # A name: asyncio's loop races its addresses when given a delay
-        # (for an address too, with a task per connection: never asked then).
-        return (True, 0.25) if isinstance(deadlines.loop, asyncio.BaseEventLoop) else (False, None)
-    return True, None
-
-
-def _reason(exc: BaseException) -> str:
-    # anyio and ssl often keep the useful words (a certificate failure, the
-    # refused address) on the exception they chain from.
-    cause: BaseException | None = exc
-    for _ in range(6):
-        if cause is None:
-            break
-        text = str(cause)
-        if text:
-            return text
-        cause = cause.__cause__ or cause.__context__
-    return type(exc).__name__

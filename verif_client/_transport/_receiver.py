@@ -151,7 +151,13 @@ class AsyncioReceiver(asyncio.Protocol):
             self._transport.abort()
             return
         self._chunks.append(data)
-        self._wake()
+        listener = self.listener
+        if listener is not None:
+            listener.on_event()  # _wake's, without a call of its own per answer
+            return
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def eof_received(self) -> bool:
         self._eof = True
