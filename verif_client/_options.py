@@ -61,7 +61,7 @@ def _optional_number(_: object, attribute: attrs.Attribute[Any], value: object) 
         _check_number(attribute.name, value)
 
 
-@attrs.frozen(kw_only=True, repr=False)
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class ClientOptions:
     """What ``VerificationClient(...)`` was given, checked, and what follows from it.
 
