@@ -14,7 +14,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, Final, NoReturn, get_args
+from typing import Any, Final, NoReturn, TypeAlias, get_args
 
 import anyio
 import attrs
@@ -194,7 +194,12 @@ def _operations_help() -> str:
     return "\n".join(lines)
 
 
+# What add_subparsers returns: each command's builder adds its parser to it.
+_Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: each command's arguments are added by its own builder below."""
     parser = _Parser(
         prog="verif-client",
         description="Client and simulator for the GIACT VerificationServices v5 SecureLink "
@@ -209,6 +214,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
+    call = _add_call(commands)
+    simulate = _add_simulate(commands)
+    bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
+        dest="bulk_command", required=True
+    )
+    run = _add_bulk_run(bulk)
+    status = _add_bulk_status(bulk)
+    export = _add_bulk_export(bulk)
+    worker = _add_worker(commands)
+    demo = _add_demo(commands)
+    for command in (call, simulate, run, status, export, worker, demo):
+        command.set_defaults(parser=command)
+        # Also after the command, where it is typed last; SUPPRESS keeps one given before.
+        command.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="log every request (DEBUG) to stderr",
+        )
+    return parser
+
+
+def _add_call(commands: _Commands) -> argparse.ArgumentParser:
+    """``verif-client call``: one operation, its result as JSON."""
     call = commands.add_parser(
         "call",
         help="call one operation and print its result as JSON",
@@ -221,7 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("operation", help="one of the operations below (any case)")
     call.add_argument("params", nargs="*", metavar="Name=value")
     _connection_args(call)
+    return call
 
+
+def _add_simulate(commands: _Commands) -> argparse.ArgumentParser:
+    """``verif-client simulate``: the simulator's own flags."""
     # Imported here, not at the top: importing the CLI must not import the simulator.
     from .simulator import _main as simulator_main
 
@@ -230,10 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulator_main.add_arguments(simulate)
     _prometheus.add_arguments(simulate)
+    return simulate
 
-    bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
-        dest="bulk_command", required=True
-    )
+
+def _add_bulk_run(bulk: _Commands) -> argparse.ArgumentParser:
+    """``verif-client bulk run``: a CSV sent, polled and recorded."""
     run = bulk.add_parser(
         "run",
         help="send, poll and record a CSV of phone numbers",
@@ -301,7 +336,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --metrics-port, keep serving the final counts this long after the job "
         "ends, for a scraper to see them; set it to your scrape interval (default 15s)",
     )
+    return run
 
+
+def _add_bulk_status(bulk: _Commands) -> argparse.ArgumentParser:
+    """``verif-client bulk status``: a journal's counts."""
     status = bulk.add_parser(
         "status",
         help="counts of a journal's rows by state",
@@ -310,7 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
         "beside a running job, and for a PostgreSQL journal counts the whole job.",
     )
     status.add_argument("--journal", required=True, help=_JOURNAL_HELP)
+    return status
 
+
+def _add_bulk_export(bulk: _Commands) -> argparse.ArgumentParser:
+    """``verif-client bulk export``: a journal's finished rows."""
     export = bulk.add_parser(
         "export",
         help="write the finished rows of a journal, one JSON line each",
@@ -320,7 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--journal", required=True, help=_JOURNAL_HELP)
     export.add_argument("--output", required=True, help="JSON lines, one per finished row")
+    return export
 
+
+def _add_worker(commands: _Commands) -> argparse.ArgumentParser:
+    """``verif-client worker``: a Temporal task queue served."""
     worker = commands.add_parser(
         "worker",
         help="serve the bulk jobs of a Temporal task queue until stopped",
@@ -344,7 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="on Ctrl-C or SIGTERM, how long requests in flight may take to finish (default 10s)",
     )
     _connection_args(worker)
+    return worker
 
+
+def _add_demo(commands: _Commands) -> argparse.ArgumentParser:
+    """``verif-client demo``: a bulk job on the simulator in process."""
     demo = commands.add_parser(
         "demo",
         help="a bulk job against the in-process simulator",
@@ -357,17 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--rows", type=POSITIVE_COUNT, default=1000, help="numbers in the job (default 1000)"
     )
     demo.add_argument("--keep", metavar="DIR", help="keep the journal and output in DIR")
-    for command in (call, simulate, run, status, export, worker, demo):
-        command.set_defaults(parser=command)
-        # Also after the command, where it is typed last; SUPPRESS keeps one given before.
-        command.add_argument(
-            "-v",
-            "--verbose",
-            action="store_true",
-            default=argparse.SUPPRESS,
-            help="log every request (DEBUG) to stderr",
-        )
-    return parser
+    return demo
 
 
 def _client(
