@@ -149,6 +149,34 @@ async def test_ids_can_be_added_while_polling_runs() -> None:
 
 
 @pytest.mark.anyio
+async def test_an_id_added_with_its_first_poll_due_now_is_polled_now() -> None:
+    # The policy's own first delay is an hour: only the override lets the
+    # poll go (the bound ends the test if it does not).
+    hour = vc.PollPolicy(initial_delay=3600, max_delay=3600, jitter=0, timeout=7200)
+    simulator = Simulator(config=SimulatorConfig(script=Script(pending_polls=0)))
+    async with client_for(simulator) as client:
+        (request_id,) = await send_many(client, 1)
+        with anyio.fail_after(30):
+            async with client.poll_verifications([], policy=hour, keep_open=True) as outcomes:
+                outcomes.add(request_id, first_poll_in=0)
+                outcomes.close_input()
+                settled = [outcome async for outcome in outcomes]
+    assert [(o.request_id, o.status) for o in settled] == [(request_id, vc.PollStatus.VERIFIED)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("first_poll_in", [-1.0, float("nan")])
+async def test_a_first_poll_in_the_past_or_not_a_number_is_refused(first_poll_in: float) -> None:
+    async with (
+        client_for(Simulator()) as client,
+        client.poll_verifications([], policy=FAST, keep_open=True) as outcomes,
+    ):
+        with pytest.raises(ValueError, match="first_poll_in"):
+            outcomes.add(1, first_poll_in=first_poll_in)
+        outcomes.close_input()
+
+
+@pytest.mark.anyio
 async def test_ids_can_come_from_a_queue() -> None:
     simulator = Simulator()
     async with client_for(simulator) as client:

@@ -175,11 +175,11 @@ def test_a_poll_run_follows_a_change_of_binding() -> None:
     """The prebuilt requests are the codec's they were made with: a client
     whose binding changes mid-run writes the new binding's requests."""
     from verif_client import VerificationClient
-    from verif_client._client import _CallsAtOnce
 
     client = VerificationClient("http://localhost:8080/svc", username="u", password="p")
     pool = _pool.ConnectionPool("http://localhost:8080/svc")
-    calls = _CallsAtOnce(client)
+    calls = client._calls_at_once()
+    assert calls is not None
     (name,) = HAS_BEEN_VERIFIED.param_names
     for binding in (Binding.SOAP11, Binding.SOAP12, Binding.HTTP_GET, Binding.SOAP11):
         codec = client.codec(binding)

@@ -292,18 +292,36 @@ class PollStream(Generic[_O]):
     def __aiter__(self) -> AsyncIterator[_O]:
         return _Settled(self)
 
-    def add(self, request_id: int, *, timeout: float | None = None) -> None:
+    def add(
+        self,
+        request_id: int,
+        *,
+        timeout: float | None = None,
+        first_poll_in: float | None = None,
+    ) -> None:
         """Start watching one more id (first poll after ``policy.initial_delay``).
 
         ``timeout`` overrides ``policy.timeout`` for this id, e.g. with what is
-        left of a deadline that started before a restart.
+        left of a deadline that started before a restart. ``first_poll_in``
+        (seconds, at least 0) overrides the first delay, e.g. with what is left
+        of it for an id whose request was sent a while ago; later polls follow
+        the policy.
         """
         if not self._input_open:
             raise RuntimeError("the input of this poll run is closed")
-        self._watch(request_id, timeout)
+        if first_poll_in is not None and not first_poll_in >= 0:
+            raise ValueError(
+                f"first_poll_in must be a number of seconds >= 0, not {first_poll_in!r}"
+            )
+        self._watch(request_id, timeout, first_poll_in=first_poll_in)
 
     def _watch(
-        self, request_id: int, timeout: float | None = None, *, hand_over: bool = False
+        self,
+        request_id: int,
+        timeout: float | None = None,
+        *,
+        hand_over: bool = False,
+        first_poll_in: float | None = None,
     ) -> Watch | None:
         """Watch ``request_id`` for each kind. With ``hand_over``, the first
         watch due at once is returned, not scheduled, if nothing in the heap
@@ -317,11 +335,12 @@ class PollStream(Generic[_O]):
             self._active += 1
             # policy.delay(1, self._rng), the same float, without its calls.
             jitter = self._policy.jitter
-            due = now + (
-                self._first_delay * (1.0 - jitter * self._rng.random())
-                if jitter
-                else self._first_delay
-            )
+            if first_poll_in is not None:
+                due = now + first_poll_in
+            elif jitter:
+                due = now + self._first_delay * (1.0 - jitter * self._rng.random())
+            else:
+                due = now + self._first_delay
             if (
                 hand_over
                 and handed is None

@@ -133,8 +133,16 @@ class _PollHub:
                 # A row waited on once per worker, however often its wait is retried.
                 event = self.waiting[awaited.request_id] = anyio.Event()
                 assert self.stream is not None
-                left = self.polling.deadline - (time.time() - awaited.sent_at)
-                self.stream.add(awaited.request_id, timeout=max(0.0, left))
+                since_sent = time.time() - awaited.sent_at
+                left = self.polling.deadline - since_sent
+                # The first poll counts from the SMS, as the policy means, not
+                # from this wait's start (which follows the send by a workflow
+                # task and more); never later than the policy's own delay from
+                # now, whatever the sending worker's clock said.
+                first = min(self.polling.initial_delay, self.polling.initial_delay - since_sent)
+                self.stream.add(
+                    awaited.request_id, timeout=max(0.0, left), first_poll_in=max(0.0, first)
+                )
             await event.wait()
         state, result = self.settled[awaited.request_id]
         return Answer(awaited.line, state, result)
