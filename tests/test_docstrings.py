@@ -23,7 +23,12 @@ def public_names() -> Iterator[tuple[str, object]]:
                 continue  # constants: documented on the pages, typed in the reference
             yield f"{module_name}.{name}", value
             if inspect.isclass(value):
-                for member, attribute in vars(value).items():
+                # A class's own members and those of its private parts (mixins).
+                parts = [value, *(base for base in value.__mro__ if base.__name__.startswith("_"))]
+                members = {
+                    name: attr for part in reversed(parts) for name, attr in vars(part).items()
+                }
+                for member, attribute in members.items():
                     function = attribute.fget if isinstance(attribute, property) else attribute
                     if not member.startswith("_") and inspect.isfunction(function):
                         yield f"{module_name}.{name}.{member}", function

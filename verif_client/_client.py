@@ -4,31 +4,26 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from ._codec import DEFAULT_MAX_RESPONSE_BYTES, Codec
 from ._exchange import Exchange, open_connections
 from ._operations import (
-    GET_MOBILE_CONSENT_TEXT,
-    GET_MOBILE_LOCATION,
-    HAS_BEEN_VERIFIED,
-    REVOKE_MOBILE_CONSENT,
-    SEND_CONFIRMATION_SMS,
-    UPDATE_BAD_CHECK_REJECT_REASON,
     Operation,
     get_operation,
 )
 from ._options import DEFAULT_MAX_CONNECTIONS, ClientOptions
+from ._poll_methods import RequestIds, _PollMethods
 from ._pollpolicy import DEFAULT_POLL_POLICY, PollPolicy, VerifiedDialect
 from ._ratelimit import Limiter
-from ._results import LocationResult, RequestResult, VerificationResult
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._service import DEFAULT_NAMESPACE, ENDPOINT_PATH, Binding, parse_binding
 from ._transport import FirstAttempt, Sender, Transport
 from ._transport._tls import CertTypes
+from ._typed_calls import _TypedCalls
 
 if TYPE_CHECKING:
     import httpx
@@ -36,22 +31,18 @@ if TYPE_CHECKING:
     from . import _hooks
     from ._atonce import PoolCallsAtOnce
     from ._polling import (
-        LocationOutcome,
         Outcome,
         PollKind,
-        PollRunOptions,
         PollStream,
-        VerificationOutcome,
     )
 
 logger = logging.getLogger("verif_client")
 
 R = TypeVar("R")
 _O = TypeVar("_O", bound="Outcome")
-RequestIds = Iterable[int] | AsyncIterable[int]
 
 
-class VerificationClient:
+class VerificationClient(_TypedCalls, _PollMethods):
     """Async client for the six operations, in any of the four bindings.
 
     The constructor does no network I/O (it reads the proxy variables of the
@@ -227,153 +218,6 @@ class VerificationClient:
         """The connections, once opened (tests look at the pool)."""
         return self._exchange.connections
 
-    # -- the six operations --------------------------------------------------
-
-    async def send_confirmation_sms(
-        self, phone_number: str, question: str, *, binding: Binding | str | None = None
-    ) -> RequestResult:
-        """Text ``question`` (a yes/no question) to ``phone_number``
-        (SecureLink_Confirmation_SendRequestViaSms).
-
-        Never retried once the request may have left: a second SMS is a real
-        harm. Poll the answer with :meth:`has_been_verified` or
-        :meth:`wait_until_verified`.
-
-        Args:
-            phone_number: 7 to 15 ASCII digits.
-            question: The question, 1 to 200 UTF-16 code units.
-            binding: This call's binding, instead of the client's.
-
-        Returns:
-            The ``request_id`` to poll (``error_message`` when the service
-            refused the request).
-
-        Raises:
-            RequestValidationError: A parameter breaks a rule; nothing was sent.
-            TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered, with no result (its subclasses
-                are on the Results and errors page).
-            DeliveryUnknownError: The request may have reached the service: it
-                is not sent again; the error names the number.
-        """
-        params = SEND_CONFIRMATION_SMS.wire_params(phone_number, question)
-        return await self.call_with(SEND_CONFIRMATION_SMS, params, binding=binding)
-
-    async def has_been_verified(
-        self, request_id: int, *, binding: Binding | str | None = None
-    ) -> VerificationResult:
-        """Whether the owner confirmed (SecureLink_SecurityCode_HasBeenVerified).
-
-        Args:
-            request_id: The id :meth:`send_confirmation_sms` returned.
-            binding: This call's binding, instead of the client's.
-
-        Returns:
-            ``verified``: ``True``, ``False``, or ``None`` while nobody answered
-            (a service of the plain-``bool`` shape says ``False`` until then:
-            see ``PollPolicy.false_means``).
-
-        Raises:
-            RequestValidationError: A parameter breaks a rule; nothing was sent.
-            TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered, with no result (its subclasses
-                are on the Results and errors page).
-        """
-        params = HAS_BEEN_VERIFIED.wire_params(request_id)
-        result = await self.call_with(HAS_BEEN_VERIFIED, params, binding=binding)
-        self._verified_dialect.learn(result)
-        return result
-
-    async def get_mobile_location(
-        self, request_id: int, *, binding: Binding | str | None = None
-    ) -> LocationResult:
-        """The location the owner shared (SecureLink_MobileLocation_GetResult).
-
-        Args:
-            request_id: The id :meth:`send_confirmation_sms` returned.
-            binding: This call's binding, instead of the client's.
-
-        Returns:
-            ``location`` (a ``Location``), or ``None`` until the owner shares it
-            (``error_message`` says why).
-
-        Raises:
-            RequestValidationError: A parameter breaks a rule; nothing was sent.
-            TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered, with no result (its subclasses
-                are on the Results and errors page).
-        """
-        params = GET_MOBILE_LOCATION.wire_params(request_id)
-        return await self.call_with(GET_MOBILE_LOCATION, params, binding=binding)
-
-    async def revoke_mobile_consent(
-        self, mobile_number: str, *, binding: Binding | str | None = None
-    ) -> bool:
-        """Revoke the consent recorded for a mobile number (RevokeMobileConsent).
-
-        Never retried once the request may have left.
-
-        Args:
-            mobile_number: The number, 7 to 15 ASCII digits.
-            binding: This call's binding, instead of the client's.
-
-        Returns:
-            Whether consent existed and was revoked (``False``: there was none).
-
-        Raises:
-            DeliveryUnknownError: The revocation may have reached the service:
-                it is not sent again.
-            TransportError: Any other network failure, after the retries.
-            RequestValidationError: Not 7 to 15 ASCII digits; nothing was sent.
-            ResponseError: The service answered, with no result.
-        """
-        params = REVOKE_MOBILE_CONSENT.wire_params(mobile_number)
-        return await self.call_with(REVOKE_MOBILE_CONSENT, params, binding=binding)
-
-    async def get_mobile_consent_text(self, *, binding: Binding | str | None = None) -> str:
-        """The consent text a number's owner must agree to (GetMobileConsentText).
-
-        Args:
-            binding: This call's binding, instead of the client's.
-
-        Returns:
-            The text; a null text reads as ``""``.
-
-        Raises:
-            RequestValidationError: A parameter breaks a rule; nothing was sent.
-            TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered, with no result (its subclasses
-                are on the Results and errors page).
-        """
-        return await self.call_with(GET_MOBILE_CONSENT_TEXT, {}, binding=binding)
-
-    async def update_bad_check_reject_reason(
-        self, bad_check_id: int, reject_reason: str, *, binding: Binding | str | None = None
-    ) -> bool:
-        """Set the reject reason of a bad-check item
-        (UpdatePrivateBadCheckRejectReason).
-
-        Never retried once the request may have left.
-
-        Args:
-            bad_check_id: The item's id (a 64-bit integer).
-            reject_reason: The CheckRejectReason to record, e.g. ``"NSF"``.
-            binding: This call's binding, instead of the client's.
-
-        Returns:
-            Whether the service updated the item.
-
-        Raises:
-            RequestValidationError: A parameter breaks a rule; nothing was sent.
-            TransportError: The network failed, after the retries allowed.
-            ResponseError: The service answered, with no result (its subclasses
-                are on the Results and errors page).
-            DeliveryUnknownError: The request may have reached the service; it
-                is not sent again.
-        """
-        params = UPDATE_BAD_CHECK_REJECT_REASON.wire_params(bad_check_id, reject_reason)
-        return await self.call_with(UPDATE_BAD_CHECK_REJECT_REASON, params, binding=binding)
-
     @overload
     async def call(
         self, operation: Operation[R], *, binding: Binding | str | None = None, **params: Any
@@ -508,88 +352,6 @@ class VerificationClient:
         one object less per connection for it to walk, and one less to make.
         ``first``: the call's first attempt, already made (see _atonce)."""
         return self._call(operation, self.binding, params, retry, None, first)
-
-    # -- polling -------------------------------------------------------------
-
-    async def wait_until_verified(
-        self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
-    ) -> VerificationOutcome:
-        """Poll HasBeenVerified for one id until it settles.
-
-        Args:
-            request_id: The id :meth:`send_confirmation_sms` returned.
-            policy: When to ask again and for how long.
-
-        Returns:
-            The outcome: ``status`` ``VERIFIED``, ``DECLINED``, ``FAILED`` or
-            ``TIMED_OUT``, the last answer, the error when it failed, the
-            polls made. Failures are outcomes, not exceptions.
-        """
-        from ._polling import VERIFICATION
-
-        return await self._wait_one(VERIFICATION, request_id, policy)
-
-    async def wait_for_location(
-        self, request_id: int, *, policy: PollPolicy = DEFAULT_POLL_POLICY
-    ) -> LocationOutcome:
-        """Poll MobileLocation_GetResult for one id until it settles.
-
-        Args:
-            request_id: The id :meth:`send_confirmation_sms` returned.
-            policy: When to ask again and for how long.
-
-        Returns:
-            The outcome: ``status`` ``LOCATED``, ``FAILED`` or ``TIMED_OUT``
-            (a denied location looks pending, so it times out).
-        """
-        from ._polling import LOCATION
-
-        return await self._wait_one(LOCATION, request_id, policy)
-
-    async def _wait_one(self, kind: PollKind[_O], request_id: int, policy: PollPolicy) -> _O:
-        async with self._poll((kind,), [request_id], policy=policy, max_concurrency=1) as outcomes:
-            async for outcome in outcomes:
-                return outcome
-        raise AssertionError("a poll run ended without an outcome")  # pragma: no cover
-
-    def poll_verifications(
-        self, request_ids: RequestIds = (), **options: Unpack[PollRunOptions]
-    ) -> AbstractAsyncContextManager[PollStream[VerificationOutcome]]:
-        """Poll HasBeenVerified for many ids; ``async with`` it and iterate the
-        outcomes as they settle. ``request_ids`` may be an async iterable (a
-        queue): the run then lasts until it ends. Options: ``policy``
-        (``PollPolicy()``), ``max_concurrency`` (100 calls in flight at most)
-        and ``keep_open`` (False; True keeps the input open for ``add()`` until
-        ``close_input()``). Leaving the ``async with`` early cancels every
-        request in flight.
-
-        Example:
-            ```python
-            async with client.poll_verifications(request_ids) as outcomes:
-                async for outcome in outcomes:  # each id exactly once
-                    print(outcome.request_id, outcome.status)
-            ```
-        """
-        from ._polling import VERIFICATION
-
-        return self._poll((VERIFICATION,), request_ids, **options)
-
-    def poll_locations(
-        self, request_ids: RequestIds = (), **options: Unpack[PollRunOptions]
-    ) -> AbstractAsyncContextManager[PollStream[LocationOutcome]]:
-        """Like :meth:`poll_verifications`, for MobileLocation_GetResult."""
-        from ._polling import LOCATION
-
-        return self._poll((LOCATION,), request_ids, **options)
-
-    def poll_verifications_and_locations(
-        self, request_ids: RequestIds = (), **options: Unpack[PollRunOptions]
-    ) -> AbstractAsyncContextManager[PollStream[Outcome]]:
-        """Watch both for the same ids: one VerificationOutcome and one
-        LocationOutcome per id, each as it settles."""
-        from ._polling import BOTH
-
-        return self._poll(BOTH, request_ids, **options)
 
     def _poll(
         self,
