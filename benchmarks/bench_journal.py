@@ -196,25 +196,6 @@ def actions(address: str, job: str) -> int:
     return anyio.run(count)
 
 
-def server_requests(server: DevServer) -> collections.Counter[str]:
-    """Requests the server has served, by operation (its frontend and history
-    services' ``service_requests``): what a job's CPU on the server goes to."""
-    import urllib.request
-
-    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
-    with urllib.request.urlopen(url) as page:
-        text = page.read().decode()
-    served: collections.Counter[str] = collections.Counter()
-    for line in text.splitlines():
-        if line.startswith("service_requests{"):
-            labels, value = line.rsplit(" ", 1)
-            operation = re.search(r'operation="([^"]+)"', labels)
-            service = re.search(r'service_name="([^"]+)"', labels)
-            if operation and service:
-                served[f"{service.group(1)}:{operation.group(1)}"] += int(float(value))
-    return served
-
-
 def _event_name(event_type: int) -> str:
     from temporalio.api.enums.v1 import EventType
 
@@ -265,7 +246,7 @@ def measure(mode: Mode, workers: tuple[int, ...] = WORKERS) -> dict[str, Any]:
             sent_before = simulated.sends()
             simulator_before = cpu_seconds(simulated.pid)
             server_before = cpu_seconds(server.process.pid)
-            served_before = server_requests(server)
+            served_before = server.requests()
             half = sent_before + mode.rows // 2
             outcome = timed_job(
                 journal,
@@ -283,7 +264,7 @@ def measure(mode: Mode, workers: tuple[int, ...] = WORKERS) -> dict[str, Any]:
             run["server_cpu_ms_per_row"] = (
                 1000 * (cpu_seconds(server.process.pid) - server_before) / mode.rows
             )
-            served = server_requests(server) - served_before
+            served = server.requests() - served_before
             run["server_requests_per_row"] = {
                 operation: round(count / mode.rows, 3)
                 for operation, count in served.most_common()

@@ -28,14 +28,17 @@ journal URL) and the database file; only the HTTP and metrics ports change.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -176,6 +179,22 @@ class DevServer:
             if probe.poll() is None:
                 probe.kill()
                 probe.wait()
+
+    def requests(self) -> collections.Counter[str]:
+        """Requests the server has served, by ``service:operation`` (its
+        ``service_requests`` metric): what a job costs it."""
+        url = f"http://{HOST}:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url) as page:
+            text = page.read().decode()
+        served: collections.Counter[str] = collections.Counter()
+        for line in text.splitlines():
+            if line.startswith("service_requests{"):
+                labels, value = line.rsplit(" ", 1)
+                operation = re.search(r'operation="([^"]+)"', labels)
+                service = re.search(r'service_name="([^"]+)"', labels)
+                if operation and service:
+                    served[f"{service.group(1)}:{operation.group(1)}"] += int(float(value))
+        return served
 
     def files(self) -> list[Path]:
         """The server's database: the file and its WAL and shared-memory files."""

@@ -34,6 +34,8 @@ pytest.importorskip("temporalio")
 CLI = (sys.executable, "-m", "verif_client._cli")
 PASSWORD = "pw-5d1e-never-in-temporal"
 QUESTION = "Did you ask to pay $25?"
+# Workflow starts the server was asked for, refused ones too.
+STARTS = "frontend:StartWorkflowExecution"
 # A short heartbeat timeout: a killed worker's activities time out in seconds.
 HEARTBEAT = 2
 
@@ -233,21 +235,6 @@ def test_the_rate_is_the_jobs_across_workers(
     assert busiest <= rate + 1 + on_their_way, busiest
 
 
-def started_workflows(server: DevServer) -> int:
-    """Workflow starts the server has been asked for (its metrics), refused ones too."""
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics") as page:
-        text = page.read().decode()
-    return sum(
-        int(float(line.rsplit(" ", 1)[1]))
-        for line in text.splitlines()
-        if line.startswith("service_requests{")
-        and 'operation="StartWorkflowExecution"' in line
-        and 'service_name="frontend"' in line
-    )
-
-
 def test_workers_launched_together_start_the_batches_once(
     temporal_server: DevServer, service: HoldingService, tmp_path: Path
 ) -> None:
@@ -255,7 +242,7 @@ def test_workers_launched_together_start_the_batches_once(
     job = Job(temporal_server, service, tmp_path, "launched-together")
     job.url += "&batch=10"
     count = 4
-    before = started_workflows(temporal_server)
+    before = temporal_server.requests()[STARTS]
     workers = [
         job.start(f"w{index}", "--input", str(tmp_path / "in.csv")) for index in range(count)
     ]
@@ -264,7 +251,7 @@ def test_workers_launched_together_start_the_batches_once(
             assert worker.wait(timeout=120) == 0, job.log(f"w{index}")
     finally:
         reap(workers)
-    starts = started_workflows(temporal_server) - before
+    starts = temporal_server.requests()[STARTS] - before
     # The job once (each other arrival's attempt refused) and its 4 batches
     # once: the others wait for the first to load them. Each loading them
     # too would ask for 4 + 4 * 4 starts.

@@ -181,10 +181,10 @@ class JobLoading(JobReading):
         with anyio.move_on_after(patience):
             while True:
                 try:
-                    description = await self._job_handle().describe()
-                except temporalio.service.RPCError:
+                    _, loaded, _ = await self._described()
+                except JournalError:
                     return False  # this run loads what is missing, as after a crash
-                if await description.memo_value(LOADED_MEMO, False, type_hint=bool):
+                if loaded:
                     return True
                 await anyio.sleep(_JOINER_LOOK_EVERY)
         return False
