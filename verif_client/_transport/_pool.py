@@ -326,6 +326,21 @@ class AttemptAtOnce(_Attempt):
         except Exception as exc:
             self._end(exc)
             return
+        self.on_data(b"", whole)
+
+    def on_data(self, data: bytes, whole: Answer | None = None) -> None:
+        """The bytes that came, from the receiver's data_received (in place of
+        on_event and take: a call fewer per poll); or, from on_event, the
+        answer it read (``whole``)."""
+        if whole is None:
+            try:
+                whole = self.feed(data)
+            except Exception as exc:
+                self._end(exc)
+                return
+            if whole is None:
+                return  # more to come
+        receiver = self.receiver
         receiver.expecting = False
         self.ended = True
         # _stop_listening and _let_go, inline (a call each per poll).

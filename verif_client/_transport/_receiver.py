@@ -48,6 +48,9 @@ class Listener(Protocol):
     def on_event(self) -> None:
         """Bytes, the end or a cut came: take() them."""
 
+    def on_data(self, data: bytes) -> None:
+        """Bytes came, with nothing before them to take(): these are them."""
+
 
 class AttemptCut(Exception):
     """The attempt waiting on this connection reached its deadline (see cancel)."""
@@ -72,7 +75,7 @@ class AsyncioReceiver(asyncio.Protocol):
         receiver = cls(transport)
         # A peer that spoke before we did (or closed) left its mark on anyio's
         # protocol: this connection must never carry a request.
-        receiver._stray = bool(
+        receiver.stray = bool(
             previous.read_queue
             or getattr(previous, "is_at_eof", False)
             or getattr(previous, "exception", None) is not None
@@ -92,8 +95,10 @@ class AsyncioReceiver(asyncio.Protocol):
         self._eof = False
         self._lost = False
         self._error: BaseException | None = None
-        # Bytes or a close that came while no answer was awaited.
-        self._stray = False
+        # Something arrived, or the connection ended, since the last answer:
+        # an attribute, not a property over the three flags, since the pool
+        # reads it before every request (set wherever one of them is).
+        self.stray = False
         self.expecting = False
         # Set by the pool before it closes the connection: a close of ours, not the peer's.
         self.closed_here = False
@@ -101,11 +106,6 @@ class AsyncioReceiver(asyncio.Protocol):
         # An attempt driven by this receiver's events rather than awaiting
         # them (see _pool's _AttemptAtOnce): called for each, in their place.
         self.listener: Listener | None = None
-
-    @property
-    def stray(self) -> bool:
-        """Something arrived, or the connection ended, since the last answer."""
-        return self._stray or self._eof or self._lost
 
     async def start_tls(self, context: ssl.SSLContext, server_hostname: str) -> None:
         """Speak TLS from here on: asyncio's TLS layer goes between the socket and us."""
@@ -147,11 +147,16 @@ class AsyncioReceiver(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if not self.expecting:
-            self._stray = True
+            self.stray = True
             self._transport.abort()
             return
-        self._chunks.append(data)
         listener = self.listener
+        if listener is not None and not self._chunks and not self._cut:
+            # What take() would return: the bytes, with no queue in between
+            # (a listener takes every event as it comes, so nothing waits).
+            listener.on_data(data)
+            return
+        self._chunks.append(data)
         if listener is not None:
             listener.on_event()  # _wake's, without a call of its own per answer
             return
@@ -161,11 +166,13 @@ class AsyncioReceiver(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self._eof = True
+        self.stray = True
         self._wake()
         return False  # the transport closes: a half-closed connection is of no use here
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
+        self.stray = True
         self._error = exc
         self._wake()
 
