@@ -102,12 +102,21 @@ class PoolCallsAtOnce:
             return None
         binding = self._client.binding
         codec = self._codecs[binding]
-        try:
-            request = self._request(pool, codec, op, request_id)
-        except Exception:
-            # Encoded again by the call that takes it, and raised there.
-            slots.release()
-            return None
+        # _request's usual case, without its call: this codec's requests
+        # prebuilt, and an id they take.
+        kept = self._requests.get(op.name)
+        request: HTTPRequest | bytes | None = (
+            kept[1].render(request_id)
+            if kept is not None and kept[0] is codec and kept[1] is not None
+            else None
+        )
+        if request is None:
+            try:
+                request = self._request(pool, codec, op, request_id)
+            except Exception:
+                # Encoded again by the call that takes it, and raised there.
+                slots.release()
+                return None
         call = PoolCallAtOnce(exchange, binding, op, codec, slots, clock(), done, context)
         # exchange.time_limit(retry, 0.0), the same float, without its call.
         time_limit = min(exchange.timeout, retry.deadline - 0.0)

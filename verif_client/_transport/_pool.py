@@ -264,7 +264,12 @@ class AttemptAtOnce(_Attempt):
         time_limit: float,
         done: AnswerCallback,
         context: Any,
+        request: HTTPRequest | bytes,
+        cut_at: float,
     ) -> None:
+        """Write ``request`` (bytes: a POST prebuilt, see _spliced) on
+        ``connection``, cut at ``cut_at`` if that comes before ``time_limit``
+        is up: started here, not by a method of its own (a call per poll)."""
         # _Attempt's __init__ and read_on, inline (a call each per poll).
         self.connection = connection
         self.written = False
@@ -284,17 +289,10 @@ class AttemptAtOnce(_Attempt):
         self.cut_by_caller = False
         self.timer: asyncio.TimerHandle | None = None
         self.ended = False
-
-    def start(self, request: HTTPRequest | bytes, cut_at: float) -> None:
-        """Write ``request`` (bytes: a POST prebuilt, see _spliced)."""
-        pool = self.pool
-        connection = self.held
-        receiver = self.receiver
-        deadline = pool._now() + self.time_limit
+        deadline = pool._now() + time_limit
         if cut_at < deadline:
             deadline = cut_at
             self.cut_by_caller = True
-        deadlines = self.deadlines
         if not deadlines.add(receiver, deadline):
             self.timer = deadlines.loop.call_at(deadline, receiver.cancel)
         receiver.listener = self
@@ -348,7 +346,7 @@ class AttemptAtOnce(_Attempt):
         if self.timer is not None:
             self.timer.cancel()
         else:
-            self.deadlines.discard(receiver)
+            self.deadlines.drop(receiver, None)  # discard's, without its call
         pool = self.pool
         retired = pool._release(self.held, pool._now())
         if retired is not None:
@@ -397,7 +395,7 @@ class AttemptAtOnce(_Attempt):
         if self.timer is not None:
             self.timer.cancel()
         else:
-            self.deadlines.discard(receiver)
+            self.deadlines.drop(receiver, None)  # discard's, without its call
 
 
 class ConnectionPool:
@@ -562,7 +560,7 @@ class ConnectionPool:
             return None
         receiver = connection.receiver
         assert receiver is not None  # _take_ready takes only those
-        attempt = AttemptAtOnce(
+        return AttemptAtOnce(
             self,
             deadlines,
             connection,
@@ -572,9 +570,9 @@ class ConnectionPool:
             time_limit,
             done,
             context,
+            request,
+            cut_at,
         )
-        attempt.start(request, cut_at)
-        return attempt
 
     def _timed_attempt(
         self, request: HTTPRequest, cap: int, operation: str, attempt: _Attempt, deadline: float
@@ -766,7 +764,7 @@ class ConnectionPool:
             or len(self._idle) >= self._max_idle
             # Answered before it had read all of the request: what it did not
             # read would be written after the next request's first bytes.
-            or (receiver is not None and receiver.unsent)
+            or (receiver is not None and receiver.unsent_bytes() > 0)
             or not connection.answer.reusable()
         ):
             return connection

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio
@@ -88,7 +89,9 @@ class AsyncioReceiver(asyncio.Protocol):
     def __init__(self, transport: asyncio.Transport | None = None) -> None:
         """With ``transport``, for take_over; without, as the protocol factory
         of the loop's create_connection (connection_made gives it)."""
-        self._transport: Any = transport
+        self._transport: Any = None
+        if transport is not None:
+            self._use(transport)
         self._loop = asyncio.get_running_loop()
         self._chunks: deque[bytes] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -115,7 +118,7 @@ class AsyncioReceiver(asyncio.Protocol):
         if tls is None:  # the transport closed during the handshake
             raise anyio.BrokenResourceError
         # Writes, closes and the unsent count go through the TLS layer now.
-        self._transport = tls
+        self._use(tls)
         # uvloop hands over what came in with the handshake's last flight one
         # loop pass after the handshake returns: take it in here, so that a
         # server that spoke (or closed) before it was asked anything is seen.
@@ -130,10 +133,12 @@ class AsyncioReceiver(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         self._transport.write(data)
 
-    @property
-    def unsent(self) -> bool:
-        """Part of the request still waits in the transport's buffer."""
-        return bool(self._transport.get_write_buffer_size() > 0)
+    def _use(self, transport: Any) -> None:
+        self._transport = transport
+        # ``unsent_bytes() > 0``: part of the request still waits in the
+        # transport's buffer. The transport's own method, with no Python
+        # frame of ours: the pool asks after every answer.
+        self.unsent_bytes: Callable[[], int] = transport.get_write_buffer_size
 
     def abort(self) -> None:
         """Close the connection at once, as ours (see closed_here)."""
@@ -143,7 +148,7 @@ class AsyncioReceiver(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
+        self._use(transport)
 
     def data_received(self, data: bytes) -> None:
         if not self.expecting:
