@@ -170,16 +170,50 @@ class _NoJitter(random.Random):
 _NO_JITTER: Final = _NoJitter(0)
 
 
+_OUTCOME_FIELDS: Final = ("request_id", "status", "result", "error", "attempts", "elapsed")
+
+
+def _outcome_maker(cls: type[_O]) -> Callable[..., _O]:
+    """``cls(request_id, status, result, error, attempts, elapsed)``, the same
+    object, without the frame attrs' __init__ adds (one per poll): its slots
+    set through their descriptors, as that __init__ sets them (no validator,
+    no converter, no default to apply)."""
+    assert tuple(field.name for field in attrs.fields(cls)) == _OUTCOME_FIELDS
+    new = object.__new__
+    set_id, set_status, set_result, set_error, set_attempts, set_elapsed = (
+        getattr(_Outcome, name).__set__ for name in _OUTCOME_FIELDS
+    )
+
+    def make(
+        request_id: int,
+        status: PollStatus,
+        result: object,
+        error: VerifClientError | None,
+        attempts: int,
+        elapsed: float,
+    ) -> _O:
+        outcome = new(cls)
+        set_id(outcome, request_id)
+        set_status(outcome, status)
+        set_result(outcome, result)
+        set_error(outcome, error)
+        set_attempts(outcome, attempts)
+        set_elapsed(outcome, elapsed)
+        return outcome
+
+    return make
+
+
 class PollKind(Generic[_O]):
     """What differs between polling verifications and polling locations."""
 
     def __init__(
         self,
-        outcome: Callable[..., _O],
+        outcome: type[_O],
         operation: Operation[Any],
         judge: Callable[[object, PollPolicy, VerifiedDialect], PollStatus | None],
     ) -> None:
-        self.outcome = outcome
+        self.outcome = _outcome_maker(outcome)
         self.operation = operation
         # Both polled operations take the request id as their one parameter.
         (self.request_id_param,) = operation.param_names

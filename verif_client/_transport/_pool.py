@@ -347,10 +347,26 @@ class AttemptAtOnce(_Attempt):
             self.timer.cancel()
         else:
             self.deadlines.drop(receiver, None)  # discard's, without its call
+        # The pool's _release, inline (a call per poll): the connection goes
+        # back on the idle stack, or is closed, and the stack's oldest with it
+        # if expired.
         pool = self.pool
-        retired = pool._release(self.held, pool._now())
-        if retired is not None:
-            retired.close_now()
+        connection = self.held
+        now = pool._now()
+        pool._busy.discard(connection)
+        idle = pool._idle
+        if (
+            pool._closed
+            or len(idle) >= pool._max_idle
+            or receiver.unsent_bytes() > 0
+            or not connection.answer.reusable()
+        ):
+            connection.close_now()
+        else:
+            connection.idle_since = now
+            idle.append(connection)
+            if now - idle[0].idle_since >= pool._expiry:
+                idle.popleft().close_now()
         context = self.context
         self.context = None
         self.done(context, whole)
@@ -756,7 +772,8 @@ class ConnectionPool:
     def _release(self, connection: _Connection, now: float) -> _Connection | None:
         """Put a connection back after its answer; the connection to close,
         if any: this one, or the oldest idle one, expired. (A plain function:
-        the close is awaited only when there is one, not a coroutine per call.)"""
+        the close is awaited only when there is one, not a coroutine per call.)
+        An attempt at once does the same inline (AttemptAtOnce.on_data)."""
         self._busy.discard(connection)
         receiver = connection.receiver
         if (
