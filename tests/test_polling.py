@@ -308,3 +308,16 @@ def test_a_request_pending_for_very_many_polls_keeps_the_capped_delay(poll_numbe
     assert 7.5 <= vc.PollPolicy().delay(poll_number) <= 15
     assert vc.PollPolicy(initial_delay=0).delay(poll_number) == 0
     assert 0 <= vc.RetryPolicy().backoff(poll_number) <= 4
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_a_kinds_outcome_is_what_its_class_makes(kind: int) -> None:
+    from verif_client._polling import BOTH
+
+    poll_kind = BOTH[kind]
+    cls = (vc.VerificationOutcome, vc.LocationOutcome)[kind]
+    error = vc.VerifClientError("no")
+    made = poll_kind.outcome(7, vc.PollStatus.FAILED, None, error, 3, 1.5)
+    expected = cls(7, vc.PollStatus.FAILED, None, error, 3, 1.5)
+    assert type(made) is cls
+    assert (made, hash(made), repr(made)) == (expected, hash(expected), repr(expected))

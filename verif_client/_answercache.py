@@ -29,11 +29,14 @@ Key = tuple[object, str, bytes]
 class AnswerCache:
     """Decoded results by (codec, operation, body), bounded, first in first out."""
 
-    __slots__ = ("_kept", "_seen")
+    __slots__ = ("_kept", "_seen", "kept")
 
     def __init__(self) -> None:
         self._kept: dict[Key, object] = {}
         self._seen: dict[Key, None] = {}
+        # get()'s look-up as the dict's own method: ``kept(key, MISSING)``,
+        # with no Python frame, for the callers on a poll's path.
+        self.kept = self._kept.get
 
     def get(self, key: Key) -> object:
         """The result kept for ``key``, or ``MISSING`` (a result may be None or falsy)."""

@@ -11,13 +11,15 @@ stay in one place.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ._answercache import MAX_BODY, MISSING
 from ._codec import Codec, Credentials, HTTPRequest
-from ._exchange import Exchange, log_attempt
+from ._exchange import Exchange, log_attempt, logger
 from ._operations import Operation
 from ._retry import RetryPolicy
 from ._service import Binding
@@ -100,16 +102,27 @@ class PoolCallsAtOnce:
             return None
         binding = self._client.binding
         codec = self._codecs[binding]
-        try:
-            request = self._request(pool, codec, op, request_id)
-        except Exception:
-            # Encoded again by the call that takes it, and raised there.
-            slots.release()
-            return None
+        # _request's usual case, without its call: this codec's requests
+        # prebuilt, and an id they take.
+        kept = self._requests.get(op.name)
+        request: HTTPRequest | bytes | None = (
+            kept[1].render(request_id)
+            if kept is not None and kept[0] is codec and kept[1] is not None
+            else None
+        )
+        if request is None:
+            try:
+                request = self._request(pool, codec, op, request_id)
+            except Exception:
+                # Encoded again by the call that takes it, and raised there.
+                slots.release()
+                return None
         call = PoolCallAtOnce(exchange, binding, op, codec, slots, clock(), done, context)
+        # exchange.time_limit(retry, 0.0), the same float, without its call.
+        time_limit = min(exchange.timeout, retry.deadline - 0.0)
         attempt = pool.send_at_once(
             request,
-            time_limit=exchange.time_limit(retry, 0.0),
+            time_limit=time_limit if time_limit > 0.0 else 0.0,
             cut_at=cut_at,
             max_response_bytes=exchange.max_response_bytes,
             operation=op.name,
@@ -196,12 +209,22 @@ def _answered_at_once(call: PoolCallAtOnce, outcome: Answer | Exception | None) 
     if not isinstance(outcome, Exception):
         exchange = call.exchange
         status, headers, body = outcome
-        try:
-            result = exchange.decode(call.codec, call.op, status, headers, body)
-        except Exception:
-            pass  # decoded again, and raised, by the retry loop
-        else:
-            log_attempt(exchange.scrub, call.op, call.binding, status, call.began, 1, None)
-            call.done(call.context, result)
-            return
+        op = call.op
+        # The decoder's kept result looked up here, as its decode() would
+        # first (two calls fewer per poll: a poll's answer repeats).
+        result = (
+            exchange.kept((call.codec, op.name, body), MISSING)
+            if status == 200 and len(body) <= MAX_BODY
+            else MISSING
+        )
+        if result is MISSING:
+            try:
+                result = exchange.decode(call.codec, op, status, headers, body)
+            except Exception:
+                call.done(call.context, FirstAttempt(call.began, outcome))
+                return  # decoded again, and raised, by the retry loop
+        if logger.isEnabledFor(logging.DEBUG):  # log_attempt's test, without its call
+            log_attempt(exchange.scrub, op, call.binding, status, call.began, 1, None)
+        call.done(call.context, result)
+        return
     call.done(call.context, FirstAttempt(call.began, outcome))

@@ -24,11 +24,14 @@ R = TypeVar("R")
 class Decoder:
     """Decodes one client's answers: cached, and scrubbed of its secrets."""
 
-    __slots__ = ("_answers", "_scrub")
+    __slots__ = ("_answers", "_scrub", "kept")
 
     def __init__(self, scrub: Scrubber) -> None:
         self._scrub = scrub
         self._answers = AnswerCache()
+        # ``kept(key, MISSING)``: the result decode() returns for ``key``
+        # without decoding, for a caller that looks first (see _atonce).
+        self.kept = self._answers.kept
 
     def decode(
         self,

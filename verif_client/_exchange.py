@@ -76,6 +76,7 @@ class Exchange:
         "connections",
         "decode",
         "hooks",
+        "kept",
         "max_response_bytes",
         "owner",
         "pacing",
@@ -100,7 +101,10 @@ class Exchange:
         self.hooks = hooks
         self.scrub: Scrubber = options.scrub
         # Bound once: the decoder's method is called on every answer.
-        self.decode = Decoder(options.scrub).decode
+        decoder = Decoder(options.scrub)
+        self.decode = decoder.decode
+        # Its kept results, looked up before decode() by the calls at once.
+        self.kept = decoder.kept
         self.admission = Admission(
             options.max_connections, options.rate_limit, options.rate_limiter, hooks
         )

@@ -94,8 +94,26 @@ class Chain:
                 else:
                     stream._polled(watch, status, None, cut=False)
             next_watch = stream._next_due()
-            if next_watch is None or not self._start(next_watch):
+            if next_watch is None:
+                self._end(None, None)
+                return
+            # _start's, without its call (once per poll): an id at its
+            # deadline is cut at once by the awaited poll's scope.
+            call = None
+            if not next_watch.deadline <= stream._now():
+                call = self._at_once.start(
+                    next_watch.kind.operation,
+                    next_watch.request_id,
+                    stream._policy.retry,
+                    next_watch.deadline,
+                    self._answered_here,
+                    next_watch,
+                )
+            if call is None:
                 self._end(next_watch, None)
+                return
+            next_watch.polls += 1
+            self._call = call
         except Exception as exc:
             # A bug of ours: the worker raises it, as it would have.
             assert self._ended is not None

@@ -3,7 +3,7 @@
 One scheduler per poll run: a heap of (due time, id) feeding a fixed set of
 worker tasks, so thousands of waiting ids cost a heap entry each, not a
 sleeping task each. Ids are taken from the caller's iterable as the run has
-room for them (see ``_take``), never all up front: a million ids cost no more
+room for them (see ``_next_due``), never all up front: a million ids cost no more
 per poll than ten, and the first poll leaves at once.
 
 "Not done yet, ask again later" (the poll schedule of :class:`PollPolicy`) is
@@ -170,16 +170,50 @@ class _NoJitter(random.Random):
 _NO_JITTER: Final = _NoJitter(0)
 
 
+_OUTCOME_FIELDS: Final = ("request_id", "status", "result", "error", "attempts", "elapsed")
+
+
+def _outcome_maker(cls: type[_O]) -> Callable[..., _O]:
+    """``cls(request_id, status, result, error, attempts, elapsed)``, the same
+    object, without the frame attrs' __init__ adds (one per poll): its slots
+    set through their descriptors, as that __init__ sets them (no validator,
+    no converter, no default to apply)."""
+    assert tuple(field.name for field in attrs.fields(cls)) == _OUTCOME_FIELDS
+    new = object.__new__
+    set_id, set_status, set_result, set_error, set_attempts, set_elapsed = (
+        getattr(_Outcome, name).__set__ for name in _OUTCOME_FIELDS
+    )
+
+    def make(
+        request_id: int,
+        status: PollStatus,
+        result: object,
+        error: VerifClientError | None,
+        attempts: int,
+        elapsed: float,
+    ) -> _O:
+        outcome = new(cls)
+        set_id(outcome, request_id)
+        set_status(outcome, status)
+        set_result(outcome, result)
+        set_error(outcome, error)
+        set_attempts(outcome, attempts)
+        set_elapsed(outcome, elapsed)
+        return outcome
+
+    return make
+
+
 class PollKind(Generic[_O]):
     """What differs between polling verifications and polling locations."""
 
     def __init__(
         self,
-        outcome: Callable[..., _O],
+        outcome: type[_O],
         operation: Operation[Any],
         judge: Callable[[object, PollPolicy, VerifiedDialect], PollStatus | None],
     ) -> None:
-        self.outcome = outcome
+        self.outcome = _outcome_maker(outcome)
         self.operation = operation
         # Both polled operations take the request id as their one parameter.
         (self.request_id_param,) = operation.param_names
@@ -272,7 +306,7 @@ class PollStream(Generic[_O]):
         self._active = 0  # watches not yet settled (in the heap or being polled)
         self._input_open = True
         # Ids still to take from the caller's iterable, and how many watches
-        # the run holds before it takes another (see _take).
+        # the run holds before it takes another (see _next_due).
         self._source: Iterator[int] | None = None
         self._source_error: BaseException | None = None
         self._room = workers * _WATCHED_PER_WORKER * len(kinds)
@@ -366,42 +400,37 @@ class PollStream(Generic[_O]):
         """Ids (per kind) taken from the input and not yet settled."""
         return self._active
 
-    def _take(self) -> Watch | bool:
-        """Take the next id from the caller's iterable, if the run has room for
-        it: False if none was taken, else its watch if due at once (not put in
-        the heap, see _watch), or True.
+    def _next_due(self) -> Watch | None:
+        """A watch due now: from the heap, else a new id from the caller's
+        iterable, if the run has room for it (taken here, not in a method of
+        its own: a call fewer per poll).
 
         Called by a worker with nothing due: with no initial delay the id it
         takes is due at once and that worker polls it, so ids leave the
         iterable exactly as fast as polls finish. With a delay the ids wait
         in the heap, up to the run's room.
         """
-        source = self._source
-        if source is None or self._active >= self._room:
-            return False
-        try:
-            request_id = next(source)
-        except Exception as exc:
-            self._source = None
-            self._wakeup.set()  # the run may be over
-            if not isinstance(exc, StopIteration):
-                # Raised to the caller once what was taken has settled.
-                self._source_error = exc
-            return False
-        return self._watch(request_id, hand_over=True) or True
-
-    def _next_due(self) -> Watch | None:
-        """A watch due now: from the heap, else a new id from the caller's iterable."""
         heap = self._heap
         clock = self._now
         while True:
             if heap and heap[0][0] <= clock():
                 return heapq.heappop(heap)[2]
-            taken = self._take()
-            if isinstance(taken, Watch):
-                return taken
-            if not taken:
+            source = self._source
+            if source is None or self._active >= self._room:
                 return None
+            try:
+                request_id = next(source)
+            except Exception as exc:
+                self._source = None
+                self._wakeup.set()  # the run may be over
+                if not isinstance(exc, StopIteration):
+                    # Raised to the caller once what was taken has settled.
+                    self._source_error = exc
+                return None
+            # Due at once, it is not put in the heap (see _watch).
+            taken = self._watch(request_id, hand_over=True)
+            if taken is not None:
+                return taken
 
     def _schedule(self, watch: Watch, due: float) -> None:
         due = min(due, watch.deadline)
@@ -430,7 +459,7 @@ class PollStream(Generic[_O]):
         await self._results_in.aclose()
 
     async def _feed(self, source: AsyncIterable[int]) -> None:
-        # As _take, for an async iterable, in a task of its own (a worker
+        # As _next_due takes ids, for an async iterable, in a task of its own (a worker
         # waiting on it could not poll what falls due meanwhile): an id is
         # asked for when a worker has nothing to do and the run has room.
         checkpoint = loop_backend().checkpoint
@@ -615,7 +644,7 @@ async def poll(
     ``call``; the stream yields each id's outcome per kind as it settles."""
     stream = PollStream(call, kinds, policy, workers, random.Random(), dialect, hooks, at_once)
     if not isinstance(request_ids, AsyncIterable):
-        # Taken by the workers as they have room (see _take), not here.
+        # Taken by the workers as they have room (see _next_due), not here.
         stream._source = iter(request_ids)
         if not keep_open:
             stream._input_open = False

@@ -33,12 +33,15 @@ def deadlines_for(backend: Any, kept: Deadlines | None = None) -> Deadlines | No
 class Deadlines:
     """Cancel scopes to cancel at their deadlines, kept in deadline order."""
 
-    __slots__ = ("_last", "_loop", "_pending", "_timer")
+    __slots__ = ("_last", "_loop", "_pending", "_timer", "drop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         # Insertion order is deadline order (see add): the first is the earliest.
         self._pending: OrderedDict[Any, float] = OrderedDict()
+        # ``drop(scope, None)``: discard() as the dict's own method, with no
+        # Python frame, for the attempts that end once per poll.
+        self.drop = self._pending.pop
         self._timer: asyncio.TimerHandle | None = None
         self._last = -math.inf
 

@@ -264,7 +264,12 @@ class AttemptAtOnce(_Attempt):
         time_limit: float,
         done: AnswerCallback,
         context: Any,
+        request: HTTPRequest | bytes,
+        cut_at: float,
     ) -> None:
+        """Write ``request`` (bytes: a POST prebuilt, see _spliced) on
+        ``connection``, cut at ``cut_at`` if that comes before ``time_limit``
+        is up: started here, not by a method of its own (a call per poll)."""
         # _Attempt's __init__ and read_on, inline (a call each per poll).
         self.connection = connection
         self.written = False
@@ -284,17 +289,10 @@ class AttemptAtOnce(_Attempt):
         self.cut_by_caller = False
         self.timer: asyncio.TimerHandle | None = None
         self.ended = False
-
-    def start(self, request: HTTPRequest | bytes, cut_at: float) -> None:
-        """Write ``request`` (bytes: a POST prebuilt, see _spliced)."""
-        pool = self.pool
-        connection = self.held
-        receiver = self.receiver
-        deadline = pool._now() + self.time_limit
+        deadline = pool._now() + time_limit
         if cut_at < deadline:
             deadline = cut_at
             self.cut_by_caller = True
-        deadlines = self.deadlines
         if not deadlines.add(receiver, deadline):
             self.timer = deadlines.loop.call_at(deadline, receiver.cancel)
         receiver.listener = self
@@ -326,6 +324,21 @@ class AttemptAtOnce(_Attempt):
         except Exception as exc:
             self._end(exc)
             return
+        self.on_data(b"", whole)
+
+    def on_data(self, data: bytes, whole: Answer | None = None) -> None:
+        """The bytes that came, from the receiver's data_received (in place of
+        on_event and take: a call fewer per poll); or, from on_event, the
+        answer it read (``whole``)."""
+        if whole is None:
+            try:
+                whole = self.feed(data)
+            except Exception as exc:
+                self._end(exc)
+                return
+            if whole is None:
+                return  # more to come
+        receiver = self.receiver
         receiver.expecting = False
         self.ended = True
         # _stop_listening and _let_go, inline (a call each per poll).
@@ -333,11 +346,27 @@ class AttemptAtOnce(_Attempt):
         if self.timer is not None:
             self.timer.cancel()
         else:
-            self.deadlines.discard(receiver)
+            self.deadlines.drop(receiver, None)  # discard's, without its call
+        # The pool's _release, inline (a call per poll): the connection goes
+        # back on the idle stack, or is closed, and the stack's oldest with it
+        # if expired.
         pool = self.pool
-        retired = pool._release(self.held, pool._now())
-        if retired is not None:
-            retired.close_now()
+        connection = self.held
+        now = pool._now()
+        pool._busy.discard(connection)
+        idle = pool._idle
+        if (
+            pool._closed
+            or len(idle) >= pool._max_idle
+            or receiver.unsent_bytes() > 0
+            or not connection.answer.reusable()
+        ):
+            connection.close_now()
+        else:
+            connection.idle_since = now
+            idle.append(connection)
+            if now - idle[0].idle_since >= pool._expiry:
+                idle.popleft().close_now()
         context = self.context
         self.context = None
         self.done(context, whole)
@@ -382,7 +411,7 @@ class AttemptAtOnce(_Attempt):
         if self.timer is not None:
             self.timer.cancel()
         else:
-            self.deadlines.discard(receiver)
+            self.deadlines.drop(receiver, None)  # discard's, without its call
 
 
 class ConnectionPool:
@@ -547,7 +576,7 @@ class ConnectionPool:
             return None
         receiver = connection.receiver
         assert receiver is not None  # _take_ready takes only those
-        attempt = AttemptAtOnce(
+        return AttemptAtOnce(
             self,
             deadlines,
             connection,
@@ -557,9 +586,9 @@ class ConnectionPool:
             time_limit,
             done,
             context,
+            request,
+            cut_at,
         )
-        attempt.start(request, cut_at)
-        return attempt
 
     def _timed_attempt(
         self, request: HTTPRequest, cap: int, operation: str, attempt: _Attempt, deadline: float
@@ -743,7 +772,8 @@ class ConnectionPool:
     def _release(self, connection: _Connection, now: float) -> _Connection | None:
         """Put a connection back after its answer; the connection to close,
         if any: this one, or the oldest idle one, expired. (A plain function:
-        the close is awaited only when there is one, not a coroutine per call.)"""
+        the close is awaited only when there is one, not a coroutine per call.)
+        An attempt at once does the same inline (AttemptAtOnce.on_data)."""
         self._busy.discard(connection)
         receiver = connection.receiver
         if (
@@ -751,7 +781,7 @@ class ConnectionPool:
             or len(self._idle) >= self._max_idle
             # Answered before it had read all of the request: what it did not
             # read would be written after the next request's first bytes.
-            or (receiver is not None and receiver.unsent)
+            or (receiver is not None and receiver.unsent_bytes() > 0)
             or not connection.answer.reusable()
         ):
             return connection

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio
@@ -47,6 +48,9 @@ _TRANSPORT_METHODS = (
 class Listener(Protocol):
     def on_event(self) -> None:
         """Bytes, the end or a cut came: take() them."""
+
+    def on_data(self, data: bytes) -> None:
+        """Bytes came, with nothing before them to take(): these are them."""
 
 
 class AttemptCut(Exception):
@@ -72,7 +76,7 @@ class AsyncioReceiver(asyncio.Protocol):
         receiver = cls(transport)
         # A peer that spoke before we did (or closed) left its mark on anyio's
         # protocol: this connection must never carry a request.
-        receiver._stray = bool(
+        receiver.stray = bool(
             previous.read_queue
             or getattr(previous, "is_at_eof", False)
             or getattr(previous, "exception", None) is not None
@@ -85,15 +89,19 @@ class AsyncioReceiver(asyncio.Protocol):
     def __init__(self, transport: asyncio.Transport | None = None) -> None:
         """With ``transport``, for take_over; without, as the protocol factory
         of the loop's create_connection (connection_made gives it)."""
-        self._transport: Any = transport
+        self._transport: Any = None
+        if transport is not None:
+            self._use(transport)
         self._loop = asyncio.get_running_loop()
         self._chunks: deque[bytes] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._eof = False
         self._lost = False
         self._error: BaseException | None = None
-        # Bytes or a close that came while no answer was awaited.
-        self._stray = False
+        # Something arrived, or the connection ended, since the last answer:
+        # an attribute, not a property over the three flags, since the pool
+        # reads it before every request (set wherever one of them is).
+        self.stray = False
         self.expecting = False
         # Set by the pool before it closes the connection: a close of ours, not the peer's.
         self.closed_here = False
@@ -101,11 +109,6 @@ class AsyncioReceiver(asyncio.Protocol):
         # An attempt driven by this receiver's events rather than awaiting
         # them (see _pool's _AttemptAtOnce): called for each, in their place.
         self.listener: Listener | None = None
-
-    @property
-    def stray(self) -> bool:
-        """Something arrived, or the connection ended, since the last answer."""
-        return self._stray or self._eof or self._lost
 
     async def start_tls(self, context: ssl.SSLContext, server_hostname: str) -> None:
         """Speak TLS from here on: asyncio's TLS layer goes between the socket and us."""
@@ -115,7 +118,7 @@ class AsyncioReceiver(asyncio.Protocol):
         if tls is None:  # the transport closed during the handshake
             raise anyio.BrokenResourceError
         # Writes, closes and the unsent count go through the TLS layer now.
-        self._transport = tls
+        self._use(tls)
         # uvloop hands over what came in with the handshake's last flight one
         # loop pass after the handshake returns: take it in here, so that a
         # server that spoke (or closed) before it was asked anything is seen.
@@ -130,10 +133,12 @@ class AsyncioReceiver(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         self._transport.write(data)
 
-    @property
-    def unsent(self) -> bool:
-        """Part of the request still waits in the transport's buffer."""
-        return bool(self._transport.get_write_buffer_size() > 0)
+    def _use(self, transport: Any) -> None:
+        self._transport = transport
+        # ``unsent_bytes() > 0``: part of the request still waits in the
+        # transport's buffer. The transport's own method, with no Python
+        # frame of ours: the pool asks after every answer.
+        self.unsent_bytes: Callable[[], int] = transport.get_write_buffer_size
 
     def abort(self) -> None:
         """Close the connection at once, as ours (see closed_here)."""
@@ -143,15 +148,20 @@ class AsyncioReceiver(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
+        self._use(transport)
 
     def data_received(self, data: bytes) -> None:
         if not self.expecting:
-            self._stray = True
+            self.stray = True
             self._transport.abort()
             return
-        self._chunks.append(data)
         listener = self.listener
+        if listener is not None and not self._chunks and not self._cut:
+            # What take() would return: the bytes, with no queue in between
+            # (a listener takes every event as it comes, so nothing waits).
+            listener.on_data(data)
+            return
+        self._chunks.append(data)
         if listener is not None:
             listener.on_event()  # _wake's, without a call of its own per answer
             return
@@ -161,11 +171,13 @@ class AsyncioReceiver(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self._eof = True
+        self.stray = True
         self._wake()
         return False  # the transport closes: a half-closed connection is of no use here
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
+        self.stray = True
         self._error = exc
         self._wake()
 
