@@ -138,10 +138,48 @@ def reap(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
+# Rows of the kill tests: loaded with --concurrency 50, a job's send
+# activities have 25 rows, and 150 rows are 6 of them (batches of 100 and 50).
+ROWS = 150
+
+
+def test_a_worker_holds_only_the_rows_it_sends_whatever_the_jobs_group(
+    temporal_server: DevServer, service: HoldingService, tmp_path: Path
+) -> None:
+    phones = numbers(tmp_path / "in.csv", ROWS)
+    job = Job(temporal_server, service, tmp_path, "small-worker-kill")
+    service.hold_sms_answers()
+    # Loaded with --concurrency 50: the job's send activities have 25 rows.
+    first = job.start("w0", "--input", str(tmp_path / "in.csv"))
+    workers = [first]
+    try:
+        wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
+        before = service.texted()
+        # A worker with room for 10 takes an activity of 25: it sends 10 and
+        # hands the other 15 back unsent (no one has room for them yet).
+        victim = job.start("w1", "--concurrency", "10")
+        workers.append(victim)
+        wait_for(lambda: len(service.texted()) == 60, "the small worker's 10 sends in flight")
+        victims_rows = service.texted() - before
+        victim.send_signal(signal.SIGKILL)
+        assert victim.wait(timeout=60) == -signal.SIGKILL
+        service.release_sms_answers()
+        assert first.wait(timeout=120) == 4, job.log("w0")
+    finally:
+        reap(workers)
+    rows = job.export()
+    assert sorted(row["line"] for row in rows) == list(range(2, ROWS + 2))
+    unknown = {row["phone_number"] for row in rows if row["status"] == "unknown"}
+    # Unknown: the 10 it was sending, not the 15 it handed back.
+    assert unknown == victims_rows
+    assert len(unknown) == 10
+    assert sends(service) == collections.Counter(phones)
+
+
 def test_workers_share_a_job_and_survive_a_kill(
     temporal_server: DevServer, service: HoldingService, tmp_path: Path
 ) -> None:
-    phones = numbers(tmp_path / "in.csv", 120)
+    phones = numbers(tmp_path / "in.csv", ROWS)
     job = Job(temporal_server, service, tmp_path, "shared-kill")
     # Every answer to an SMS is held: sends stay in flight until released.
     service.hold_sms_answers()
@@ -151,7 +189,7 @@ def test_workers_share_a_job_and_survive_a_kill(
         wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
         victims_rows = service.texted()
         workers += [job.start(f"w{index}", "--input", str(tmp_path / "in.csv")) for index in (1, 2)]
-        wait_for(lambda: len(service.texted()) == 120, "every row's SMS in flight")
+        wait_for(lambda: len(service.texted()) == ROWS, "every row's SMS in flight")
         victim.send_signal(signal.SIGKILL)
         assert victim.wait(timeout=60) == -signal.SIGKILL
         workers.append(job.start("w3"))  # late, and without --input: it joins
@@ -165,7 +203,7 @@ def test_workers_share_a_job_and_survive_a_kill(
 
     rows = job.export()
     # Every row exactly once, with a final outcome.
-    assert sorted(row["line"] for row in rows) == list(range(2, 122))
+    assert sorted(row["line"] for row in rows) == list(range(2, ROWS + 2))
     statuses = collections.Counter(row["status"] for row in rows)
     assert set(statuses) <= {"verified", "unknown"}
     unknown = {row["phone_number"] for row in rows if row["status"] == "unknown"}
@@ -176,13 +214,13 @@ def test_workers_share_a_job_and_survive_a_kill(
     assert texted == collections.Counter(phones)
     # Each surviving worker's --output holds the whole job.
     for name in ("w1", "w2", "w3"):
-        assert len((tmp_path / f"{name}.jsonl").read_text().splitlines()) == 120
+        assert len((tmp_path / f"{name}.jsonl").read_text().splitlines()) == ROWS
 
     # Run again, finished: nothing is sent, the output is whole, the counts are the same.
     rerun = job.start("again", "--input", str(tmp_path / "in.csv"))
     assert rerun.wait(timeout=60) == 4, job.log("again")
     assert sends(service) == texted
-    assert len((tmp_path / "again.jsonl").read_text().splitlines()) == 120
+    assert len((tmp_path / "again.jsonl").read_text().splitlines()) == ROWS
 
     # Another input for the same job: refused in one line, exit 3.
     numbers(tmp_path / "other.csv", 5, prefix="556")
@@ -196,7 +234,7 @@ def test_workers_share_a_job_and_survive_a_kill(
     assert resend.wait(timeout=120) == 0, job.log("resend")
     assert sends(service) == texted + collections.Counter(victims_rows)
     final = job.export()
-    assert collections.Counter(row["status"] for row in final) == {"verified": 120}
+    assert collections.Counter(row["status"] for row in final) == {"verified": ROWS}
 
     # The password never entered Temporal, nor any output.
     stored = b"".join(path.read_bytes() for path in temporal_server.files())

@@ -23,7 +23,7 @@ ROWS = [
     w.Row(2, None, "5550000001", "Pay $25?", "queued"),
     w.Row(3, "u-3", "5550000002", None, "verified", 41, 1.5, {"verified": True, "n": [1, 2]}),
 ]
-SPEC = w.JobSpec("job", "digest", [2, 102], 200, POLLING, 60.0, "queue", "question")
+SPEC = w.JobSpec("job", "digest", [2, 102], 200, POLLING, 60.0, "queue", "question", 25)
 STATE = w.JobState(
     done={"b": {"verified": 3}}, next_slot=2.5, stopped="why", epoch=2,
     leases={"w1": w.Lease(1.5, 9.0, 1)}, loaded=True,
@@ -37,6 +37,8 @@ CASES: list[tuple[Any, Any]] = [
     (STATE, w.JobState | None),
     (None, w.JobState | None),
     (w.Batch("job", ROWS, POLLING, 60.0, "queue"), w.Batch),
+    (w.Batch("job", ROWS, POLLING, 60.0, "queue", 25), w.Batch),
+    (w.SendProgress([3, 4]), w.SendProgress),
     (w.SendRequest("job", [w.ToSend(2, "5550000001", "Pay?")]), w.SendRequest),
     (
         [w.SendOutcome(2, "sent", 41, 1.5), w.SendOutcome(3, "queued", stopped="no")],
@@ -73,7 +75,7 @@ def test_every_type_of_the_workflows_has_its_own_decoder() -> None:
         and dataclasses.is_dataclass(kind)
         and kind.__module__ == w.__name__
     ]
-    assert len(kinds) == 13
+    assert len(kinds) == 14
     for kind in kinds:
         assert _decoder(kind) is not None, kind
 

@@ -219,22 +219,23 @@ def test_resend_unknown_joins_a_running_job_and_sends_only_the_unknown_rows_agai
         # finishes (all unknown) while the other batch's rows wait for answers.
         job.url += f"&batch={batch}"
         service.hold_sms_answers()
-        # One send activity of 10 rows at a time, two of them in flight.
-        victim = job.start("w0", "--input", str(tmp_path / "in.csv"), "--concurrency", "2")
+        # One send activity of 10 rows (the job's group: its --concurrency),
+        # all 10 in flight: a worker holds no row it is not sending.
+        victim = job.start("w0", "--input", str(tmp_path / "in.csv"), "--concurrency", "10")
         workers = [victim]
         try:
-            wait_for(lambda: len(service.texted()) == 2, "two sends in flight")
+            wait_for(lambda: len(service.texted()) == 10, "ten sends in flight")
             in_flight = service.texted()
             victim.send_signal(signal.SIGKILL)
             victim.wait(timeout=60)
             service.release_sms_answers()
-            # Its activity's 10 rows end unknown (2 texted, 8 not: Temporal
-            # cannot tell); the other 10 are sent and wait: the job runs.
+            # Its activity's 10 rows end unknown (each may have been texted);
+            # the other 10 are sent and wait: the job runs.
             workers.append(job.start("w1"))
-            wait_for(lambda: len(service.app.secure_links) == 12, "the other rows sent")
+            wait_for(lambda: len(service.app.secure_links) == 20, "the other rows sent")
             wait_for(lambda: ["unknown", "10"] in counted(job), "the killed rows unknown")
             workers.append(job.start("w2", "--resend-unknown"))
-            wait_for(lambda: len(service.app.secure_links) == 22, "the unknown rows sent again")
+            wait_for(lambda: len(service.app.secure_links) == 30, "the unknown rows sent again")
             for link in service.app.secure_links:
                 service.app.verify(link.request_id)
             for index, worker in enumerate(workers[1:], start=1):
@@ -242,7 +243,7 @@ def test_resend_unknown_joins_a_running_job_and_sends_only_the_unknown_rows_agai
         finally:
             reap(workers)
         texted = collections.Counter(link.phone_number for link in service.app.secure_links)
-    # Only what the operator asked for is sent again: the two that were in flight.
+    # Only what the operator asked for is sent again: the ten that were in flight.
     assert texted == collections.Counter(phones) + collections.Counter(in_flight)
     assert statuses(job) == {"verified": 20}
 

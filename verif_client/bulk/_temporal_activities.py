@@ -29,7 +29,12 @@ import temporalio.exceptions
 from temporalio import activity
 
 from .._client import VerificationClient
-from .._errors import HTTPStatusError, RequestValidationError, VerifClientError
+from .._errors import (
+    AuthenticationError,
+    HTTPStatusError,
+    RequestValidationError,
+    VerifClientError,
+)
 from .._operations import SEND_CONFIRMATION_SMS
 from .._polling import LocationOutcome, PollStream, VerificationOutcome
 from .._pollpolicy import PollPolicy
@@ -43,11 +48,13 @@ from ._runner import (
     stop_message,
     stops_the_job,
 )
+from ._temporal_capacity import SendCapacity
 from ._temporal_ids import IdClaims
 from ._temporal_outage import is_transient, persist
 from ._workflows import (
     ANSWERS_ACTIVITY,
     EPOCH_MEMO,
+    MAX_SEND_GROUP,
     SEND_ACTIVITY,
     STOPPED_MEMO,
     Answer,
@@ -57,6 +64,7 @@ from ._workflows import (
     JobSpec,
     Polling,
     SendOutcome,
+    SendProgress,
     SendRequest,
     ToSend,
     id_shards,
@@ -92,6 +100,8 @@ class _PollHub:
         self.waiting: dict[int, anyio.Event] = {}
         self.partial: dict[int, dict[str, Any]] = {}
         self.settled: dict[int, tuple[str, dict[str, Any]]] = {}
+        # Why the service refused this worker's polls, if it did.
+        self.refused: AuthenticationError | None = None
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         polling = self.polling
@@ -115,6 +125,15 @@ class _PollHub:
                 self._settle(outcome)
 
     def _settle(self, outcome: VerificationOutcome | LocationOutcome) -> None:
+        if isinstance(outcome.error, AuthenticationError):
+            # This worker's credentials, not the row's fate: the row is not
+            # settled here, and its wait goes to another worker (answer).
+            self.partial.pop(outcome.request_id, None)
+            self.refused = outcome.error
+            event = self.waiting.pop(outcome.request_id, None)
+            if event is not None:
+                event.set()
+            return
         part = self.partial.setdefault(outcome.request_id, {})
         settled = merge_outcome(part, outcome, location=self.polling.location)
         if settled is None:
@@ -144,8 +163,15 @@ class _PollHub:
                     awaited.request_id, timeout=max(0.0, left), first_poll_in=max(0.0, first)
                 )
             await event.wait()
+        if awaited.request_id not in self.settled:
+            raise _Refused(f"the service refused this worker's credentials ({self.refused})")
         state, result = self.settled[awaited.request_id]
         return Answer(awaited.line, state, result)
+
+
+class _Refused(Exception):
+    """A poll refused for this worker's credentials: the row's wait is any
+    other worker's to take, not this one's to settle."""
 
 
 class _Stopping(Exception):
@@ -205,6 +231,8 @@ class Activities:
         self.beat = heartbeat / 4
         # --concurrency: the SMS requests of this worker in flight at once.
         self.sending = anyio.CapacityLimiter(concurrency)
+        # When the worker fetches a send activity: once all its rows can go.
+        self.capacity = SendCapacity(concurrency, MAX_SEND_GROUP)
         self.hubs: dict[tuple[Any, ...], _PollHub] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
         self._hub_lock = anyio.Lock()
@@ -216,10 +244,41 @@ class Activities:
 
     @activity.defn(name=SEND_ACTIVITY)
     async def send(self, request: SendRequest) -> list[SendOutcome]:
-        record = await self._record(request.job)
-        if self._stopped(request.job, record):
+        units = self.capacity.claim(len(request.rows))
+        # Rows this worker has no room to send at once go back unsent, to any
+        # worker: a row a worker holds is a row in flight, so that its death
+        # makes `unknown` only what it may have sent.
+        now, later = request.rows[: units.units], request.rows[units.units :]
+        progress = SendProgress(unsent=[row.line for row in later])
+        try:
+            outcomes = await self._send(
+                request.job, now, progress, lambda: self.capacity.give_back(units, 1)
+            )
+        finally:
+            self.capacity.give_back(units, units.units)
+        return outcomes + [SendOutcome(row.line, RowState.QUEUED) for row in later]
+
+    async def _send(
+        self,
+        job: str,
+        rows: list[ToSend],
+        progress: SendProgress,
+        row_done: Callable[[], None],
+    ) -> list[SendOutcome]:
+        if not rows:
+            return []
+        if progress.unsent:
+            # Held by the server before anything is sent: if this worker
+            # dies, its batch sends these again instead of recording them
+            # unknown. (A heartbeat is a billable action: only when needed.)
+            heartbeat = self.temporal.get_async_activity_handle(
+                task_token=activity.info().task_token
+            ).heartbeat
+            await persist(functools.partial(heartbeat, progress), "starting sends")
+        record = await self._record(job)
+        if self._stopped(job, record):
             # Back, unsent: the job's word to stop is on its way to the batch.
-            return [SendOutcome(row.line, RowState.QUEUED) for row in request.rows]
+            return [SendOutcome(row.line, RowState.QUEUED) for row in rows]
         outcomes: dict[int, SendOutcome] = {}
         written: set[int] = set()
         ends_resending = time.monotonic() + _RESEND_429_SECONDS
@@ -227,12 +286,17 @@ class Activities:
         async def send_one(row: ToSend) -> None:
             async with self.sending:
                 outcomes[row.line] = await self._send_one(
-                    request.job, record.epoch, row, written, ends_resending
+                    job, record.epoch, row, written, ends_resending
                 )
+            # Its room goes to the next activity while this one still sends.
+            row_done()
 
         try:
-            async with _heartbeating(self.beat, tuple), anyio.create_task_group() as tg:
-                for row in request.rows:
+            async with (
+                _heartbeating(self.beat, lambda: (progress,)),
+                anyio.create_task_group() as tg,
+            ):
+                for row in rows:
                     tg.start_soon(send_one, row)
             # The outcomes reach the workflow only through the server: wait
             # for it here (an outage), not in the SDK's bounded retries.
@@ -240,7 +304,7 @@ class Activities:
         except anyio.get_cancelled_exc_class():
             # The worker stops for good (its grace is over): a request written
             # may have been sent; one not written goes back, to any worker.
-            for row in request.rows:
+            for row in rows:
                 if row.line in written and row.line not in outcomes:
                     reason = {"reason": IN_FLIGHT_STOP_REASON}
                     outcomes[row.line] = SendOutcome(row.line, RowState.UNKNOWN, result=reason)
@@ -362,8 +426,15 @@ class Activities:
         enough = len(waiting)
         answered = anyio.Event()
 
+        refused: list[str] = []
+
         async def wait(awaited: Awaited, scope: anyio.CancelScope) -> None:
-            known[awaited.line] = await hub.answer(awaited)
+            try:
+                known[awaited.line] = await hub.answer(awaited)
+            except _Refused as exc:
+                refused.append(str(exc))
+                scope.cancel()
+                return
             answered.set()
             if len(known) >= enough:
                 scope.cancel()
@@ -385,8 +456,12 @@ class Activities:
                         waits.start_soon(wait, awaited, waits.cancel_scope)
             outer.cancel_scope.cancel()
         if not known:
-            # Retried by another worker, which starts from the heartbeat's answers.
-            raise temporalio.exceptions.ApplicationError("the worker is stopping")
+            # Retried by another worker, which starts from the heartbeat's
+            # answers. Benign: the SDK logs no traceback of it.
+            raise temporalio.exceptions.ApplicationError(
+                refused[0] if refused else "the worker is stopping",
+                category=temporalio.exceptions.ApplicationErrorCategory.BENIGN,
+            )
         return [known[awaited.line] for awaited in request.rows if awaited.line in known]
 
     async def _claimed(self, request: AnswersRequest, known: dict[int, Answer]) -> list[Awaited]:

@@ -50,6 +50,7 @@ from ._workflows import (
     ids_workflow_id,
     job_workflow_id,
     rows_workflow_id,
+    send_group_of,
 )
 
 # A run that finds the job just started by another waits this long for the
@@ -126,6 +127,7 @@ class JobLoading(JobReading):
             rows=len(rows),
             polling=polling_of(options),
             heartbeat=self.location.heartbeat,
+            send_group=send_group_of(options.concurrency),
             task_queue=(
                 sealed_task_queue(self.location.task_queue)
                 if self.location.task_queue
@@ -296,7 +298,9 @@ class JobLoading(JobReading):
         with contextlib.suppress(temporalio.exceptions.WorkflowAlreadyStartedError):
             await self.temporal.start_workflow(
                 RowsWorkflow.run,
-                Batch(self.job, rows, spec.polling, spec.heartbeat, spec.task_queue),
+                Batch(
+                    self.job, rows, spec.polling, spec.heartbeat, spec.task_queue, spec.send_group
+                ),
                 id=rows_workflow_id(self.job, first),
                 task_queue=spec.task_queue,
                 memo=memo,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -50,7 +49,6 @@ from ._temporal_outage import is_transient, persist
 from ._temporal_read import counts_by_state, finished_rows
 from ._workflows import (
     ANSWERS_QUEUE_SUFFIX,
-    SEND_GROUP,
     IdsWorkflow,
     JobSpec,
     JobWorkflow,
@@ -65,6 +63,11 @@ if TYPE_CHECKING:
 # whose batches take long to list): each read lists every batch's memo, and
 # every worker of the job reads them.
 _PROGRESS_SECONDS: Final = 5.0
+# How long a worker stopped mid-job waits for the send activities its polls
+# under way bring, before the SDK shuts it down (see SendCapacity.settle).
+_SETTLE_SECONDS: Final = 1.0
+# The send worker runs no workflow: the SDK's tuner needs a size for them all the same.
+_WORKFLOW_SLOTS: Final = 1
 
 
 def make_workers(
@@ -98,8 +101,13 @@ def make_workers(
             temporal,
             task_queue=task_queue,
             activities=[activities.send],
-            # Each send activity sends up to SEND_GROUP rows at once.
-            max_concurrent_activities=math.ceil(concurrency / SEND_GROUP),
+            # A send activity is fetched once all its rows can be sent at once.
+            tuner=temporalio.worker.WorkerTuner.create_composite(
+                workflow_supplier=temporalio.worker.FixedSizeSlotSupplier(_WORKFLOW_SLOTS),
+                activity_supplier=activities.capacity,
+                local_activity_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
+                nexus_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
+            ),
             # Few long polls per worker: the server matches every one,
             # and a job's workers are many (the SDK's default is 5 each).
             max_concurrent_activity_task_polls=2,
@@ -255,6 +263,10 @@ class RunningJob:
         return counts
 
     async def _wind_down(self) -> None:
+        self.activities.capacity.close()
+        if not self.finished.is_set():
+            # Stopped mid-job: what the polls under way bring goes back unsent.
+            await self.activities.capacity.settle(_SETTLE_SECONDS)
         # Sends in flight get the grace to be recorded; waits move elsewhere.
         for worker in self.workers[:-1]:
             await worker.shutdown()
@@ -301,6 +313,8 @@ async def serve_task_queue(
                     tg.start_soon(worker.run)
                 on_ready()
                 await stop.wait()
+                activities.capacity.close()
+                await activities.capacity.settle(_SETTLE_SECONDS)
                 for worker in workers:
                     await worker.shutdown()
                 tg.cancel_scope.cancel()

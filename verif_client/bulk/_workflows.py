@@ -33,6 +33,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from ._job import FINAL_STATES, RowState, is_resent
 
@@ -45,7 +46,9 @@ IN_FLIGHT_REASON = (
     "have been sent (--resend-unknown sends it again, texting twice if it was)"
 )
 # Rows one send activity sends at once: its events are shared by them all.
+# A job loaded before groups followed --concurrency sends SEND_GROUP.
 SEND_GROUP = 10
+MAX_SEND_GROUP = 50
 # A job's rate slots are handed out a few at a time; a history this long
 # continues as new, so the job's history stays bounded however long it runs.
 _JOB_HISTORY_LIMIT = 2_000
@@ -78,6 +81,15 @@ def rows_workflow_id(job: str, first_line: int) -> str:
 
 def ids_workflow_id(job: str, shard: int) -> str:
     return f"verif-job/{job}/ids/{shard}"
+
+
+def send_group_of(concurrency: int) -> int:
+    """Rows per send activity of a job loaded by a run of ``concurrency``:
+    half of it, so that a worker fetches its next activity while the last
+    one's rows end (a worker takes an activity only when it can send all its
+    rows at once: see _temporal_capacity); at least SEND_GROUP (an action per
+    activity), at most 50, never more than ``concurrency``."""
+    return max(1, min(concurrency, max(SEND_GROUP, min(concurrency // 2, MAX_SEND_GROUP))))
 
 
 def id_shards(rows: int) -> int:
@@ -124,6 +136,7 @@ class JobSpec:
     # What the job asks (a digest: the memo is readable by anyone who can read
     # the namespace); "" for a job loaded before it was recorded.
     question_digest: str = ""
+    send_group: int = SEND_GROUP
 
 
 @dataclasses.dataclass
@@ -155,6 +168,8 @@ class Batch:
     polling: Polling
     heartbeat: float
     task_queue: str
+    # Rows per send activity (a batch started before this had SEND_GROUP).
+    send_group: int = SEND_GROUP
 
 
 @dataclasses.dataclass
@@ -186,6 +201,28 @@ class SendOutcome:
     result: dict[str, Any] = dataclasses.field(default_factory=dict)
     stopped: str | None = None
     epoch: int = 0  # of the job, when the activity read it
+
+
+@dataclasses.dataclass
+class SendProgress:
+    """What a send activity tells the server (its heartbeat) before it sends
+    anything: the rows it will not send (no room for them at once)."""
+
+    unsent: list[int]
+
+
+def _unsent_lines(err: ActivityError) -> set[int]:
+    """The rows a send activity that did not report said it would never send
+    (in a :class:`SendProgress`, its heartbeat; an activity that heartbeats
+    nothing else, and one older than these, say none)."""
+    cause = err.cause
+    if not isinstance(cause, TemporalTimeoutError) or not cause.last_heartbeat_details:
+        return set()
+    progress = cause.last_heartbeat_details[0]
+    unsent = progress.get("unsent") if isinstance(progress, dict) else None
+    if not isinstance(unsent, list):
+        return set()
+    return {line for line in unsent if isinstance(line, int) and not isinstance(line, bool)}
 
 
 @dataclasses.dataclass
@@ -424,7 +461,8 @@ class RowsWorkflow:
     async def _round(self, rows: list[Row]) -> None:
         assert self.batch is not None
         batch = self.batch
-        groups = [rows[index : index + SEND_GROUP] for index in range(0, len(rows), SEND_GROUP)]
+        size = batch.send_group
+        groups = [rows[index : index + size] for index in range(0, len(rows), size)]
         if not workflow.patched(_PIPELINE_PATCH):
             # As a job started before the pipeline did: answers once all are sent.
             await asyncio.gather(*(self._send(batch, group) for group in groups))
@@ -523,13 +561,19 @@ class RowsWorkflow:
                     start_to_close_timeout=timedelta(minutes=10),
                     heartbeat_timeout=timedelta(seconds=batch.heartbeat),
                 )
-            except ActivityError:
-                # The worker died, or the activity timed out, its requests maybe written.
+            except ActivityError as err:
+                # The worker died, or the activity timed out, its requests
+                # maybe written: all but those it said it would not send.
+                unsent = _unsent_lines(err)
                 for row in group:
-                    row.state = RowState.UNKNOWN
-                    row.result = {"reason": IN_FLIGHT_REASON}
+                    if row.line in unsent:
+                        row.state = RowState.QUEUED
+                    else:
+                        row.state = RowState.UNKNOWN
+                        row.result = {"reason": IN_FLIGHT_REASON}
                 self._publish(group)
-                return
+                group = [row for row in group if row.state == RowState.QUEUED]
+                continue
             by_line = {row.line: row for row in group}
             stopped: SendOutcome | None = None
             for outcome in outcomes:

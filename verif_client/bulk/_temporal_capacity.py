@@ -1,0 +1,141 @@
+"""A worker takes a send activity only when it can send all of its rows at once.
+
+A send activity's rows are recorded ``unknown`` if its worker dies before it
+reports: so every row a worker holds must be in flight, none waiting behind
+the worker's ``--concurrency``. The SDK's fixed activity slots kept that by
+allowing ``concurrency / group`` activities at once, but a slot stayed taken
+while its activity reported to the server and the next one was fetched (a
+quarter of the sending time). Here a slot is capacity for SMS requests, given
+back row by row as each request ends: the next activity is fetched while the
+last one's slowest rows and its report are still under way, and is only
+fetched when there is room to send all of its rows at once.
+
+Capacity is counted in units (one SMS request in flight). A slot is reserved
+(before the SDK polls the server) with as many units as the last activity
+had rows; an activity takes its slot's units when it starts, gives back what
+it does not need, borrows what it lacks from the units free, and gives back
+one unit as each row's request ends. Whatever a slot still holds when the SDK
+releases it comes back then. The worker's own limiter on requests in flight
+stays the hard cap: this only decides when to fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+
+import temporalio.worker
+
+
+class _Units(temporalio.worker.SlotPermit):
+    def __init__(self, units: int) -> None:
+        self.units = units
+
+
+class SendCapacity(temporalio.worker.CustomSlotSupplier):
+    """The activity slots of a worker's sends, sized by its ``concurrency``."""
+
+    def __init__(self, concurrency: int, largest_group: int) -> None:
+        self.concurrency = concurrency
+        self.free = concurrency
+        # What a slot reserves: the rows of the last activity (the job's
+        # group); before the first, as many as any activity can have.
+        self.per_slot = min(largest_group, concurrency)
+        self._started: collections.deque[_Units] = collections.deque()
+        self._waiters: list[asyncio.Future[None]] = []
+        self._closed = False
+        # Slots reserved whose poll has not yet brought a task or been given up.
+        self._polling = 0
+        self._settled: list[asyncio.Future[None]] = []
+
+    def close(self) -> None:
+        """The worker stops: it fetches no send activity any more, and an
+        activity fetched before sends nothing (its rows go back)."""
+        self._closed = True
+
+    async def settle(self, patience: float) -> None:
+        """Wait, ``patience`` seconds at most, for the polls under way to
+        bring their tasks (handed back at once: see claim) or to be given up.
+        A task the server hands over as the SDK shuts its worker down can be
+        lost, and a send activity lost is its rows `unknown`, never sent."""
+        if self._polling:
+            waiter = asyncio.get_running_loop().create_future()
+            self._settled.append(waiter)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, patience)
+
+    async def reserve_slot(self, ctx: temporalio.worker.SlotReserveContext) -> _Units:
+        # Closed: wait until the SDK gives up the reservation (cancels it).
+        while self._closed or self.free < self.per_slot:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        self.free -= self.per_slot
+        self._polling += 1
+        return _Units(self.per_slot)
+
+    def try_reserve_slot(self, ctx: temporalio.worker.SlotReserveContext) -> _Units | None:
+        # No send activity is taken eagerly (handed over with the completion
+        # of a workflow task of this process, which may be stopping): each
+        # is fetched, when there is room for it, like any other.
+        return None
+
+    def mark_slot_used(self, ctx: temporalio.worker.SlotMarkUsedContext) -> None:
+        assert isinstance(ctx.permit, _Units)
+        self._started.append(ctx.permit)
+        self._polled()
+
+    def release_slot(self, ctx: temporalio.worker.SlotReleaseContext) -> None:
+        assert isinstance(ctx.permit, _Units)
+        if ctx.slot_info is None:
+            self._polled()  # reserved, never used
+        self.give_back(ctx.permit, ctx.permit.units)
+
+    def _polled(self) -> None:
+        self._polling = max(0, self._polling - 1)
+        if not self._polling:
+            for waiter in self._settled:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._settled.clear()
+
+    def claim(self, rows: int) -> _Units:
+        """The units of an activity of ``rows`` rows that starts now: its
+        slot's (slots are alike: whichever started first), trimmed to
+        ``rows`` or topped up from the units free (fewer than ``rows`` when
+        none are: its other rows are not sent)."""
+        units = self._started.popleft() if self._started else _Units(0)
+        if self._closed:
+            # Fetched as the worker began to stop: none of it is sent here.
+            self.give_back(units, units.units)
+            return units
+        if rows > 0:
+            self.per_slot = min(rows, self.concurrency)
+            self._wake()
+        if units.units > rows:
+            self.give_back(units, units.units - rows)
+        else:
+            borrowed = min(self.free, rows - units.units)
+            self.free -= borrowed
+            units.units += borrowed
+        return units
+
+    def give_back(self, units: _Units, count: int) -> None:
+        count = min(count, units.units)
+        if count <= 0:
+            return
+        units.units -= count
+        self.free += count
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.free >= self.per_slot:
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._waiters.clear()
