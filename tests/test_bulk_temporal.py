@@ -143,14 +143,22 @@ def reap(processes: list[subprocess.Popen[bytes]]) -> None:
 ROWS = 150
 
 
+def loaded_with_answers_held(
+    server: DevServer, service: HoldingService, tmp_path: Path, name: str
+) -> tuple[list[str], Job, subprocess.Popen[bytes]]:
+    """A job of ROWS rows started by a first worker ("w0", --concurrency 50:
+    send activities of 25 rows), every answer to an SMS held: sends stay in
+    flight until released."""
+    phones = numbers(tmp_path / "in.csv", ROWS)
+    job = Job(server, service, tmp_path, f"{name}-kill")
+    service.hold_sms_answers()
+    return phones, job, job.start("w0", "--input", str(tmp_path / "in.csv"))
+
+
 def test_a_worker_holds_only_the_rows_it_sends_whatever_the_jobs_group(
     temporal_server: DevServer, service: HoldingService, tmp_path: Path
 ) -> None:
-    phones = numbers(tmp_path / "in.csv", ROWS)
-    job = Job(temporal_server, service, tmp_path, "small-worker-kill")
-    service.hold_sms_answers()
-    # Loaded with --concurrency 50: the job's send activities have 25 rows.
-    first = job.start("w0", "--input", str(tmp_path / "in.csv"))
+    phones, job, first = loaded_with_answers_held(temporal_server, service, tmp_path, "small")
     workers = [first]
     try:
         wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
@@ -179,11 +187,7 @@ def test_a_worker_holds_only_the_rows_it_sends_whatever_the_jobs_group(
 def test_workers_share_a_job_and_survive_a_kill(
     temporal_server: DevServer, service: HoldingService, tmp_path: Path
 ) -> None:
-    phones = numbers(tmp_path / "in.csv", ROWS)
-    job = Job(temporal_server, service, tmp_path, "shared-kill")
-    # Every answer to an SMS is held: sends stay in flight until released.
-    service.hold_sms_answers()
-    victim = job.start("w0", "--input", str(tmp_path / "in.csv"))
+    phones, job, victim = loaded_with_answers_held(temporal_server, service, tmp_path, "shared")
     workers = [victim]
     try:
         wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
