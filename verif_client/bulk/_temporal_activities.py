@@ -56,6 +56,7 @@ from ._workflows import (
     EPOCH_MEMO,
     MAX_SEND_GROUP,
     SEND_ACTIVITY,
+    SEND_GROUP,
     STOPPED_MEMO,
     Answer,
     AnswersRequest,
@@ -247,13 +248,22 @@ class Activities:
         units = self.capacity.claim(len(request.rows))
         # Rows this worker has no room to send at once go back unsent, to any
         # worker: a row a worker holds is a row in flight, so that its death
-        # makes `unknown` only what it may have sent.
-        now, later = request.rows[: units.units], request.rows[units.units :]
+        # makes `unknown` only what it may have sent. A worker of less than
+        # SEND_GROUP (the smallest group) sends them all through its limit,
+        # as before: handing back all but one row of each activity would
+        # make an activity per row.
+        whole = self.concurrency < SEND_GROUP
+        room = len(request.rows) if whole else units.units
+        now, later = request.rows[:room], request.rows[room:]
         progress = SendProgress(unsent=[row.line for row in later])
+
+        def row_done() -> None:
+            # A small worker's room comes back with the whole activity: one at a time.
+            if not whole:
+                self.capacity.give_back(units, 1)
+
         try:
-            outcomes = await self._send(
-                request.job, now, progress, lambda: self.capacity.give_back(units, 1)
-            )
+            outcomes = await self._send(request.job, now, progress, row_done)
         finally:
             self.capacity.give_back(units, units.units)
         return outcomes + [SendOutcome(row.line, RowState.QUEUED) for row in later]
