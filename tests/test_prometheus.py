@@ -257,3 +257,35 @@ def test_metrics_port_without_the_extra_is_a_usage_error() -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "--metrics-port: needs the prometheus extra" in done.stderr
+
+
+class LoggedWhileRead(list[Any]):
+    """A request log to which the server's thread adds an entry while a scrape
+    reads it (the interleaving a thread switch can make at any bytecode)."""
+
+    def __getitem__(self, index: Any) -> Any:
+        taken = super().__getitem__(index)
+        if isinstance(index, slice):
+            self.append(super().__getitem__(-1))
+        return taken
+
+
+def test_a_request_logged_during_a_scrape_is_counted_by_the_next() -> None:
+    from verif_client._prometheus import _SimulatorLog
+
+    app = Simulator()
+    with serve_in_thread(app) as server:
+        for _ in range(3):
+            assert httpx.get(f"{server.endpoint_url}/GetMobileConsentText").status_code == 200
+    app.requests = LoggedWhileRead(app.requests)
+    log = _SimulatorLog(app)
+
+    def counted() -> float:
+        (family,) = log.collect()
+        return sum(sample.value for sample in family.samples)
+
+    counted()
+    # Each scrape's reading added one: the next scrape counts it, and no
+    # entry is ever skipped however the two threads interleave.
+    assert counted() == len(app.requests) - 1
+    assert counted() == len(app.requests) - 1

@@ -95,14 +95,17 @@ class _SimulatorLog:
         from prometheus_client.core import CounterMetricFamily
 
         # Only the entries added since the last scrape (the log only grows,
-        # unless reset: then count it afresh).
+        # unless reset: then count it afresh). The server's thread appends
+        # while this one reads: what was counted is what was taken, not the
+        # log's length after (an entry added in between would be skipped).
         log = self._simulator.requests
         if len(log) < self._seen:
             self._seen, self._counts = 0, Counter()
-        for entry in log[self._seen :]:
+        added = log[self._seen :]
+        for entry in added:
             status = "dropped" if entry.status is None else str(entry.status)
             self._counts[(entry.operation or "none", entry.binding, status)] += 1
-        self._seen += len(log) - self._seen
+        self._seen += len(added)
         family = CounterMetricFamily(
             "verif_simulator_requests",
             "Calls the simulator answered, by operation, binding and HTTP status",
