@@ -110,3 +110,26 @@ def test_the_demo_says_where_its_files_went_and_what_to_try_next(tmp_path: Path)
     unkept = cli("demo", "--rows", "5")
     assert "now removed; to keep them:" in unkept.stdout
     assert "verif-client demo --keep demo" in unkept.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "imports_simulator"),
+    [
+        (["bulk", "status", "--journal", "missing.sqlite"], False),
+        (["-v", "bulk", "export", "--journal", "missing.sqlite", "--output", "-"], False),
+        (["worker", "--help"], False),
+        (["simulate", "--help"], True),
+        (["-v", "simulate", "--help"], True),
+    ],
+)
+def test_only_simulate_imports_the_simulator(argv: list[str], imports_simulator: bool) -> None:
+    # A fresh interpreter: what the command itself imported, nothing a test did.
+    probe = (
+        "import sys\nfrom verif_client._cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('verif_client.simulator' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.splitlines()[-1] == str(imports_simulator), done.stderr
