@@ -198,9 +198,9 @@ def _operations_help() -> str:
 _Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(named: str | None = None) -> argparse.ArgumentParser:
     """The command line: each command's arguments are added by its own builder
-    below. ``command``: the one the arguments name, when known; the simulator's
+    below. ``named``: the command the arguments name, when known; the simulator's
     flags are added only for ``simulate`` (or when it is not known)."""
     parser = _Parser(
         prog="verif-client",
@@ -217,7 +217,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     call = _add_call(commands)
-    simulate = _add_simulate(commands, full=command in (None, "simulate"))
+    simulate = _add_simulate(commands, full=named in (None, "simulate"))
     bulk = commands.add_parser("bulk", help="bulk verification jobs").add_subparsers(
         dest="bulk_command", required=True
     )
