@@ -144,13 +144,18 @@ ROWS = 150
 
 
 def loaded_with_answers_held(
-    server: DevServer, service: HoldingService, tmp_path: Path, name: str
+    server: DevServer,
+    service: HoldingService,
+    tmp_path: Path,
+    name: str,
+    heartbeat: int = HEARTBEAT,
 ) -> tuple[list[str], Job, subprocess.Popen[bytes]]:
     """A job of ROWS rows started by a first worker ("w0", --concurrency 50:
     send activities of 25 rows), every answer to an SMS held: sends stay in
     flight until released."""
     phones = numbers(tmp_path / "in.csv", ROWS)
     job = Job(server, service, tmp_path, f"{name}-kill")
+    job.url = job.url.replace(f"heartbeat={HEARTBEAT}", f"heartbeat={heartbeat}")
     service.hold_sms_answers()
     return phones, job, job.start("w0", "--input", str(tmp_path / "in.csv"))
 

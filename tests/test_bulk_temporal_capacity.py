@@ -173,3 +173,44 @@ def test_a_stopping_worker_waits_no_longer_than_its_patience() -> None:
         await capacity.settle(patience=0)
 
     run(body)
+
+
+def test_a_batchs_short_tail_does_not_shrink_the_next_slot() -> None:
+    async def body() -> None:
+        # A batch of 60 rows in groups of 25: activities of 25, 10 and 25.
+        capacity = SendCapacity(concurrency=50, largest_group=50)
+        first = start(capacity, await reserve(capacity), 25)
+        tail = start(capacity, await reserve(capacity), 10)
+        assert (first.units, tail.units, capacity.free) == (25, 10, 15)
+        # The next slot holds a group's room, not the tail's: with room for
+        # 15 it waits (sized after the tail, it would reserve 10, and the
+        # next activity would send 10 of its 25 and hand 15 back).
+        waiting = asyncio.ensure_future(reserve(capacity))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        capacity.give_back(first, 10)  # ten of the first activity's rows end
+        third = await waiting
+        assert third.units == 25
+        assert start(capacity, third, 25).units == 25
+        assert capacity.free == 0
+
+    run(body)
+
+
+def test_a_worker_of_one_job_reserves_the_jobs_group_from_the_start() -> None:
+    async def body() -> None:
+        # The batch's tail is fetched first: the slots still hold a group each
+        # (sized after the tail, the next two would hold 10 each, and the
+        # second activity of 25 would find room for 15 and hand 10 back).
+        capacity = SendCapacity(concurrency=50, largest_group=50, group=25)
+        tail = start(capacity, await reserve(capacity), 10)
+        assert (tail.units, capacity.free) == (10, 40)
+        assert start(capacity, await reserve(capacity), 25).units == 25
+        waiting = asyncio.ensure_future(reserve(capacity))
+        await asyncio.sleep(0)
+        assert not waiting.done(), "a slot reserved with room for 15 rows of 25"
+        capacity.give_back(tail, 10)  # the tail's rows end
+        assert start(capacity, await waiting, 25).units == 25
+        assert capacity.free == 0
+
+    run(body)

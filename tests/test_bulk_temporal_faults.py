@@ -6,7 +6,8 @@ are polling, kept down for 2 s or for 30 s (the down time is the fault itself,
 not a wait for something), and started again on its database. Every worker
 waits it out: no exit 70, no traceback, one line per outage instead of the
 SDK's retry warnings, and the job ends with every row verified, each number
-texted once, nothing ``unknown`` because Temporal was away.
+texted once, nothing ``unknown`` because Temporal was away. A worker that
+dies while the server is away leaves ``unknown`` only the rows it was sending.
 """
 
 from __future__ import annotations
@@ -14,13 +15,26 @@ from __future__ import annotations
 import bisect
 import collections
 import json
+import signal
 import time
 from pathlib import Path
 
 import pytest
 from relsupport import SEND, HoldingService
 from temporalserver import DevServer
-from test_bulk_temporal import Job, numbers, reap, sends, service, started, wait_for
+from test_bulk_temporal import (
+    ROWS as KILL_ROWS,
+)
+from test_bulk_temporal import (
+    Job,
+    loaded_with_answers_held,
+    numbers,
+    reap,
+    sends,
+    service,
+    started,
+    wait_for,
+)
 
 from verif_client.simulator import Script
 
@@ -88,3 +102,45 @@ def test_a_server_killed_mid_job_is_waited_out(
         bisect.bisect_left(arrivals, start + 1.0) - index for index, start in enumerate(arrivals)
     )
     assert busiest <= RATE + 1 + on_their_way, busiest
+
+
+@pytest.mark.timeout(300)
+def test_rows_a_small_worker_handed_back_survive_its_death_in_an_outage(
+    service: HoldingService, tmp_path: Path
+) -> None:
+    server = started(DevServer(tmp_path / "own.db", tmp_path / "own.log"))
+    # Heartbeats every 5 s: the first worker's activities outlive the outage
+    # (their silence is shorter than the timeout); the victim's times out.
+    phones, job, first = loaded_with_answers_held(
+        server, service, tmp_path, "handed-back", heartbeat=20
+    )
+    workers = [first]
+    try:
+        wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
+        before = service.texted()
+        # Room for 10 in an activity of 25: it sends 10 once the server holds
+        # its heartbeat naming the 15 it hands back.
+        victim = job.start("w1", "--concurrency", "10")
+        workers.append(victim)
+        wait_for(lambda: len(service.texted()) == 60, "the small worker's 10 sends in flight")
+        victims_rows = service.texted() - before
+        # The server goes, and the worker dies while it is away: only the
+        # heartbeat the server held says which of its rows were never sent.
+        server.kill()
+        victim.send_signal(signal.SIGKILL)
+        assert victim.wait(timeout=60) == -signal.SIGKILL
+        time.sleep(2)  # the outage itself
+        server.start()  # the same address and database
+        service.release_sms_answers()
+        assert first.wait(timeout=240) == 4, job.log("w0")
+        rows = job.export()
+    finally:
+        reap(workers)
+        server.stop()
+    assert sorted(row["line"] for row in rows) == list(range(2, KILL_ROWS + 2))
+    unknown = {row["phone_number"] for row in rows if row["status"] == "unknown"}
+    assert unknown == victims_rows
+    assert len(unknown) == 10
+    assert collections.Counter(row["status"] for row in rows)["verified"] == KILL_ROWS - 10
+    # The 15 it handed back were sent once, by the first worker.
+    assert sends(service) == collections.Counter(phones)

@@ -224,6 +224,7 @@ class Activities:
         client: VerificationClient,
         concurrency: int,
         heartbeat: float,
+        group: int | None = None,
     ) -> None:
         self.temporal = temporal
         self.claims = IdClaims(temporal)
@@ -232,8 +233,9 @@ class Activities:
         self.beat = heartbeat / 4
         # --concurrency: the SMS requests of this worker in flight at once.
         self.sending = anyio.CapacityLimiter(concurrency)
-        # When the worker fetches a send activity: once all its rows can go.
-        self.capacity = SendCapacity(concurrency, MAX_SEND_GROUP)
+        # When the worker fetches a send activity: once all its rows can go
+        # (``group``: the job's rows per send activity, when it serves one job).
+        self.capacity = SendCapacity(concurrency, MAX_SEND_GROUP, group=group)
         self.hubs: dict[tuple[Any, ...], _PollHub] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
         self._hub_lock = anyio.Lock()
@@ -294,10 +296,19 @@ class Activities:
         ends_resending = time.monotonic() + _RESEND_429_SECONDS
 
         async def send_one(row: ToSend) -> None:
-            async with self.sending:
+            # Without waiting when there is room (as there is for every row of
+            # an activity fetched for its room): the limiter's acquire yields
+            # to the loop twice, 6 % of a worker's CPU in a send-bound job.
+            try:
+                self.sending.acquire_nowait()
+            except anyio.WouldBlock:
+                await self.sending.acquire()
+            try:
                 outcomes[row.line] = await self._send_one(
                     job, record.epoch, row, written, ends_resending
                 )
+            finally:
+                self.sending.release()
             # Its room goes to the next activity while this one still sends.
             row_done()
 

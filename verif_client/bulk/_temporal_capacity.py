@@ -11,12 +11,13 @@ last one's slowest rows and its report are still under way, and is only
 fetched when there is room to send all of its rows at once.
 
 Capacity is counted in units (one SMS request in flight). A slot is reserved
-(before the SDK polls the server) with as many units as the last activity
-had rows; an activity takes its slot's units when it starts, gives back what
-it does not need, borrows what it lacks from the units free, and gives back
-one unit as each row's request ends. Whatever a slot still holds when the SDK
-releases it comes back then. The worker's own limiter on requests in flight
-stays the hard cap: this only decides when to fetch.
+(before the SDK polls the server) with a group's units: the job's, or the
+most rows of the last few activities; an activity takes its slot's units when
+it starts, gives back what it does not need, borrows what it lacks from the
+units free, and gives back one unit as each row's request ends. Whatever a
+slot still holds when the SDK releases it comes back then. The worker's own
+limiter on requests in flight stays the hard cap: this only decides when to
+fetch.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ import contextlib
 
 import temporalio.worker
 
+# Activities whose sizes set a slot's: enough that a batch's tail is not
+# taken for the group, few enough that a worker moving to a job of smaller
+# groups follows it soon.
+_SIZES_KEPT = 4
+
 
 class _Units(temporalio.worker.SlotPermit):
     def __init__(self, units: int) -> None:
@@ -36,12 +42,18 @@ class _Units(temporalio.worker.SlotPermit):
 class SendCapacity(temporalio.worker.CustomSlotSupplier):
     """The activity slots of a worker's sends, sized by its ``concurrency``."""
 
-    def __init__(self, concurrency: int, largest_group: int) -> None:
+    def __init__(self, concurrency: int, largest_group: int, *, group: int | None = None) -> None:
         self.concurrency = concurrency
         self.free = concurrency
-        # What a slot reserves: the rows of the last activity (the job's
-        # group); before the first, as many as any activity can have.
-        self.per_slot = min(largest_group, concurrency)
+        # What a slot reserves: the job's group (``group``, when the worker
+        # serves one job), and the largest of the last activities. A batch's
+        # tail, or rows handed back, are fewer: sized after the last one, a
+        # slot found room for the tail's rows, and the next full activity
+        # sent that many and handed the rest back. Serving any job, before
+        # the first activity: as many as any activity can have.
+        self.per_slot = min(group or largest_group, concurrency)
+        self._least = self.per_slot if group is not None else 0
+        self._sizes: collections.deque[int] = collections.deque(maxlen=_SIZES_KEPT)
         self._started: collections.deque[_Units] = collections.deque()
         self._waiters: list[asyncio.Future[None]] = []
         self._closed = False
@@ -99,10 +111,7 @@ class SendCapacity(temporalio.worker.CustomSlotSupplier):
     def _polled(self) -> None:
         self._polling = max(0, self._polling - 1)
         if not self._polling:
-            for waiter in self._settled:
-                if not waiter.done():
-                    waiter.set_result(None)
-            self._settled.clear()
+            _resolve_all(self._settled)
 
     def claim(self, rows: int) -> _Units:
         """The units of an activity of ``rows`` rows that starts now: its
@@ -115,7 +124,8 @@ class SendCapacity(temporalio.worker.CustomSlotSupplier):
             self.give_back(units, units.units)
             return units
         if rows > 0:
-            self.per_slot = min(rows, self.concurrency)
+            self._sizes.append(min(rows, self.concurrency))
+            self.per_slot = max(self._least, *self._sizes)
             self._wake()
         if units.units > rows:
             self.give_back(units, units.units - rows)
@@ -135,7 +145,11 @@ class SendCapacity(temporalio.worker.CustomSlotSupplier):
 
     def _wake(self) -> None:
         if self.free >= self.per_slot:
-            for waiter in self._waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-            self._waiters.clear()
+            _resolve_all(self._waiters)
+
+
+def _resolve_all(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+    waiters.clear()

@@ -153,7 +153,9 @@ class RunningJob:
         self.loading = loading
         self.progress = Progress(deadline=spec.polling.deadline)
         concurrency = run.options.concurrency
-        self.activities = Activities(job.temporal, run.client, concurrency, spec.heartbeat)
+        self.activities = Activities(
+            job.temporal, run.client, concurrency, spec.heartbeat, group=spec.send_group
+        )
         self.workers = make_workers(
             job.temporal,
             spec.task_queue,
