@@ -18,7 +18,7 @@ Two modes (``--mode``):
 - ``cpu``: the simulator at 50 ms, ``--concurrency 50``, 4,000 rows, beside
   SQLite: what one worker costs, and what more cores buy.
 
-    python -m benchmarks.bench_journal --mode latency [--workers 1,2,4,8,16]
+    python -m benchmarks.bench_journal --mode latency [--workers 1,2,4,8,16] [--rows N] [--batch N]
 """
 
 from __future__ import annotations
@@ -212,6 +212,8 @@ class Mode:
     # `bulk status` and `bulk export` once mid-job: two more processes, so
     # not where Temporal's rows/s is set beside SQLite's (which runs neither).
     reads_mid_job: bool
+    # The Temporal journal's `batch=` (None: its default).
+    batch: int | None = None
 
 
 MODES = {
@@ -246,6 +248,8 @@ def measure(mode: Mode, workers: tuple[int, ...] = WORKERS) -> dict[str, Any]:
         for count in workers:
             job = f"bench-{mode.name}-{count}-{uuid.uuid4().hex[:6]}"
             journal = f"temporal://{server.address}/default?job={job}"
+            if mode.batch is not None:
+                journal += f"&batch={mode.batch}"
             sent_before = simulated.sends()
             simulator_before = cpu_seconds(simulated.pid)
             server_before = cpu_seconds(server.process.pid)
@@ -385,10 +389,13 @@ def main() -> None:
     parser.add_argument("--mode", choices=sorted(MODES), default="latency")
     parser.add_argument("--workers", default=",".join(map(str, WORKERS)))
     parser.add_argument("--rows", type=int, help="rows of the job (default: the mode's)")
+    parser.add_argument("--batch", type=int, help="the Temporal journal's batch= (rows per batch)")
     args = parser.parse_args()
     mode = MODES[args.mode]
     if args.rows:
         mode = dataclasses.replace(mode, rows=args.rows)
+    if args.batch:
+        mode = dataclasses.replace(mode, batch=args.batch)
     workers = tuple(int(count) for count in args.workers.split(","))
     figures = measure(mode, workers)
     print(json.dumps(figures, indent=1), file=sys.stderr)
