@@ -355,11 +355,14 @@ class AttemptAtOnce(_Attempt):
         now = pool._now()
         pool._busy.discard(connection)
         idle = pool._idle
+        kept = connection.replay
         if (
             pool._closed
             or len(idle) >= pool._max_idle
             or receiver.unsent_bytes() > 0
-            or not connection.answer.reusable()
+            # The answer kept for replay, given again or just kept, left the
+            # reader reusable (see feed): the reader is asked only of others.
+            or ((kept is None or whole is not kept[2]) and not connection.answer.reusable())
         ):
             connection.close_now()
         else:
@@ -546,7 +549,6 @@ class ConnectionPool:
     def send_at_once(
         self,
         request: HTTPRequest | bytes,
-        *,
         time_limit: float,
         cut_at: float,
         max_response_bytes: int,
@@ -826,12 +828,14 @@ def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
     left unwritten and the request can be sent again. Through the stream
     (TLS, or the rest of a partial write) any byte may have left.
     """
-    if connection.receiver is not None:
+    receiver = connection.receiver
+    if receiver is not None:
         # From here on, bytes that arrive are the answer.
-        connection.receiver.expecting = True
-    if connection.plain_fd >= 0:
+        receiver.expecting = True
+    fd = connection.plain_fd
+    if fd >= 0:
         try:
-            sent = os.write(connection.plain_fd, data)
+            sent = os.write(fd, data)
         except BlockingIOError:
             sent = 0
         if sent == len(data):
@@ -839,9 +843,9 @@ def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
             return b""
         data = data[sent:]
     attempt.written = True
-    if connection.receiver is not None:
+    if receiver is not None:
         # Buffered by the transport: the wait for the answer waits in its place.
-        connection.receiver.write(data)
+        receiver.write(data)
         return b""
     return data  # for the stream to send
 
