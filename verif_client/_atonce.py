@@ -133,8 +133,12 @@ class PoolCallsAtOnce:
         call.slots = slots
         call.began = clock()
         call.context = context
-        # exchange.time_limit(retry, 0.0), the same float, without its call.
-        time_limit = min(exchange.timeout, retry.deadline - 0.0)
+        # exchange.time_limit(retry, 0.0), the same float, without its call
+        # nor min's and max's.
+        time_limit = exchange.timeout
+        left = retry.deadline - 0.0
+        if left < time_limit:
+            time_limit = left
         attempt = pool.send_at_once(
             request,
             time_limit if time_limit > 0.0 else 0.0,

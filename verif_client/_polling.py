@@ -548,10 +548,11 @@ class PollStream(Generic[_O]):
         """Record a poll: settle the id, or schedule its next poll (``cut``:
         at its deadline, not judged). Its arguments are positional: a
         keyword's matching costs more than the call's other work, once per poll."""
-        watch.attempts = watch.polls
+        polls = watch.attempts = watch.polls
         now = self._now()
-        if self._hooks is not None:
-            self._hooks.poll_polled(
+        hooks = self._hooks
+        if hooks is not None:
+            hooks.poll_polled(
                 self,
                 watch.kind.operation.name,
                 watch.request_id,
@@ -567,11 +568,11 @@ class PollStream(Generic[_O]):
         # Settled (inline: a call fewer per poll). The outcome's fields in
         # order: request_id, status, result, error, attempts, elapsed.
         outcome = watch.kind.outcome(
-            watch.request_id, status, watch.last, error, watch.attempts, now - watch.started
+            watch.request_id, status, watch.last, error, polls, now - watch.started
         )
-        self._active -= 1
-        if self._hooks is not None:
-            self._hooks.poll_settled(
+        active = self._active = self._active - 1
+        if hooks is not None:
+            hooks.poll_settled(
                 self,
                 watch.kind.operation.name,
                 watch.request_id,
@@ -583,9 +584,9 @@ class PollStream(Generic[_O]):
         outcomes.queue.append(outcome)
         if outcomes.came is not None:
             outcomes.wake()
-        if not self._active:
+        if not active:
             self._wakeup.set()
-        if self._active == self._room - 1:
+        if active == self._room - 1:
             self._hungry.set()
 
 
