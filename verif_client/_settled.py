@@ -56,7 +56,13 @@ class Settled(AsyncIterator[_O]):
     the caller waits only when there is none.
     """
 
-    __slots__ = ("_cancel_pending", "_checkpoint_if_cancelled", "_outcomes", "_queue")
+    __slots__ = (
+        "_cancel_pending",
+        "_checkpoint_if_cancelled",
+        "_create_event",
+        "_outcomes",
+        "_queue",
+    )
 
     def __init__(self, outcomes: Outcomes[_O]) -> None:
         self._outcomes = outcomes
@@ -65,12 +71,16 @@ class Settled(AsyncIterator[_O]):
         # __aiter__ from its own thread).
         self._checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
         self._cancel_pending: Callable[[], bool] | None = None
+        # The backend's own: anyio.Event() looks the backend up each time.
+        self._create_event: Callable[[], anyio.Event] = anyio.Event
 
     async def __anext__(self) -> _O:
         pending = self._cancel_pending
         if pending is None:
             pending = self._cancel_pending = cancel_pending()
-            self._checkpoint_if_cancelled = loop_backend().checkpoint_if_cancelled
+            backend = loop_backend()
+            self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
+            self._create_event = backend.create_event
         if pending():
             check = self._checkpoint_if_cancelled
             assert check is not None
@@ -85,7 +95,7 @@ class Settled(AsyncIterator[_O]):
             # Shared by callers that wait together: each takes its turn at the queue.
             came = outcomes.came
             if came is None:
-                came = outcomes.came = anyio.Event()
+                came = outcomes.came = self._create_event()
             await came.wait()
         return queue.popleft()
 

@@ -116,7 +116,16 @@ class _Attempt:
     """How far one attempt got (whether any byte of the request may have
     left), and its answer being read (see feed)."""
 
-    __slots__ = ("answer", "body", "cap", "connection", "first", "operation", "written")
+    __slots__ = (
+        "answer",
+        "body",
+        "cap",
+        "connection",
+        "first",
+        "operation",
+        "start_on_read",
+        "written",
+    )
 
     answer: _parse.Reader
     cap: int
@@ -126,6 +135,9 @@ class _Attempt:
         self.connection: _Connection | None = None
         self.written = False
         self.body: CappedBody | None = None
+        # The request's method, for the reader to start on when the answer's
+        # first bytes come (see AttemptAtOnce); None: started with the request.
+        self.start_on_read: str | None = None
 
     def read_on(self, connection: _Connection, cap: int, operation: str) -> None:
         """The attempt has its connection: its answer is read there."""
@@ -189,6 +201,9 @@ class _Attempt:
                 and answer.replay()
             ):
                 return replay[2]
+            method = self.start_on_read
+            if method is not None:
+                answer.start(method)
         if not data and answer.headers is None:
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
@@ -298,9 +313,14 @@ class AttemptAtOnce(_Attempt):
         receiver.listener = self
         try:
             if isinstance(request, bytes):
-                connection.answer.start("POST")
+                # The reader starts on the answer's first bytes, unless they
+                # are the answer kept for replay: then it need not (see
+                # _Attempt.feed), a call fewer per poll. Nothing reads the
+                # reader before those bytes come.
+                self.start_on_read = "POST"
                 data = request
             else:
+                self.start_on_read = None
                 data = pool._heads.request_bytes(connection.answer, request)
             _write(connection, data, self)
         except Exception as exc:
