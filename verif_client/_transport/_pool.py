@@ -28,8 +28,8 @@ import asyncio
 import os
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, Final, overload
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import anyio
@@ -45,6 +45,7 @@ from ._body import CappedBody, check_declared_length, whole_body
 from ._connection import READ_SIZE
 from ._connection import Connection as _Connection
 from ._deadlines import Deadlines, deadlines_for
+from ._headers import Headers
 from ._heads import RequestHeads
 from ._opening import Opener, reason_of
 from ._proxy import Proxy
@@ -63,49 +64,6 @@ KEEPALIVE_EXPIRY: Final = 5.0
 # waits behind it. In turns of this many, the first requests leave at once,
 # and a pool of thousands still fills in a few round trips.
 _OPENING_AT_ONCE: Final = 32
-
-
-class _Headers(Sequence[tuple[str, str]]):
-    """An answer's headers as the codec takes them (str pairs), decoded when
-    first looked at: an answer the client has decoded before (its answer
-    cache, which most polls hit) never is."""
-
-    __slots__ = ("_decoded", "_raw")
-
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
-        self._raw = raw
-        self._decoded: list[tuple[str, str]] | None = None
-
-    def _items(self) -> list[tuple[str, str]]:
-        decoded = self._decoded
-        if decoded is None:
-            decoded = self._decoded = [
-                (name.decode("latin-1"), value.decode("latin-1")) for name, value in self._raw
-            ]
-        return decoded
-
-    @overload
-    def __getitem__(self, index: int) -> tuple[str, str]: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[tuple[str, str]]: ...
-    def __getitem__(self, index: int | slice) -> tuple[str, str] | list[tuple[str, str]]:
-        return self._items()[index]
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter(self._items())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, _Headers):
-            other = other._items()
-        return isinstance(other, list | tuple) and self._items() == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(self._items())
 
 
 # Called with the answer, what ``send`` would raise, or None when cut at the caller's own time.
@@ -223,7 +181,7 @@ class _Attempt:
             if not encoding and answer.complete:
                 # The usual poll answer: whole in one read, and sent as it is.
                 body_bytes = whole_body(answer.chunks, self.cap, self.operation)
-                whole = answer.status, _Headers(answer.headers), body_bytes
+                whole = answer.status, Headers(answer.headers), body_bytes
                 if first and answer.memorable():
                     assert self.connection is not None
                     self.connection.replay = (data, self.cap, whole)
@@ -237,7 +195,7 @@ class _Attempt:
         if answer.complete:
             head = answer.headers
             assert head is not None
-            return answer.status, _Headers(head), body.value()
+            return answer.status, Headers(head), body.value()
         if not data:  # pragma: no cover - both readers end or refuse at a close
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
