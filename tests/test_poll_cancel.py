@@ -71,10 +71,8 @@ async def test_the_check_follows_the_task_it_is_asked_from() -> None:
 
 
 async def _with_outcomes_waiting(outcomes: Any, count: int) -> None:
-    results = outcomes._results
-    await wait_for(
-        lambda: results.statistics().current_buffer_used == count, f"{count} outcomes waiting"
-    )
+    queue = outcomes._queue
+    await wait_for(lambda: len(queue) == count, f"{count} outcomes waiting")
 
 
 @pytest.mark.parametrize("anyio_backend", WITH_UVLOOP)

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
-
 from ._ratelimit import Limiter, RateLimiter
+from ._slots import Slots
 
 if TYPE_CHECKING:
     from . import _hooks
@@ -29,7 +28,7 @@ class Admission:
     since the old loop may have died with slots taken.
     """
 
-    __slots__ = ("_hooks", "_max_connections", "_rate_limit", "rate", "slots")
+    __slots__ = ("_hooks", "_max_connections", "rate", "rate_limit", "slots")
 
     def __init__(
         self,
@@ -39,56 +38,46 @@ class Admission:
         hooks: _hooks.Dispatch | None,
     ) -> None:
         self._max_connections = max_connections
-        self._rate_limit = rate_limit
+        # Ours to make (see admit); a poll at once reads it too (see _atonce).
+        self.rate_limit = rate_limit
         self._hooks = hooks
         # The Limiter every attempt awaits (None: no rate to keep). Our own
         # (from rate_limit) is made on first use, on the loop that uses it.
         self.rate: Limiter | None = rate_limiter
-        self.slots: anyio.Semaphore | None = None
+        self.slots: Slots | None = None
 
     def reset(self) -> None:
         """Forget the slots, and our own rate limiter: they belonged to another loop."""
         self.slots = None
-        if self._rate_limit is not None:
+        if self.rate_limit is not None:
             self.rate = None
 
-    def capacity(self) -> anyio.Semaphore:
-        # Created on first use: anyio primitives belong to the running event
-        # loop. A semaphore, not a CapacityLimiter: the limiter looks the
-        # current task up on every acquire and release, which on Python 3.11
-        # costs a system call (see _clock), and slots need no owner.
+    def capacity(self) -> Slots:
+        # Created on first use, on the running event loop: a wait for a slot
+        # is one of its events (see _slots).
         if self.slots is None:
-            self.slots = anyio.Semaphore(self._max_connections)
+            self.slots = Slots(self._max_connections)
         return self.slots
 
     def in_flight(self) -> int:
         """Attempts holding a slot now."""
-        return self._max_connections - (self.slots.value if self.slots else 0)
+        return self._max_connections - (self.slots.free if self.slots else 0)
 
-    def at_once(self, slots: anyio.Semaphore) -> bool:
+    def at_once(self, slots: Slots) -> bool:
         """Take a connection slot now if nothing must be waited for first.
 
         A call with no rate to keep and a slot free (the common case) then
-        costs no coroutine and no event-loop pass here: the semaphore's
-        acquire() always yields, even with slots to spare."""
-        if self.rate is not None or self._rate_limit is not None:
-            return False
-        try:
-            slots.acquire_nowait()
-        except anyio.WouldBlock:
-            return False
-        return True
+        costs no coroutine and no event-loop pass here."""
+        return self.rate is None and self.rate_limit is None and slots.take_now()
 
-    async def admit(self, slots: anyio.Semaphore) -> None:
+    async def admit(self, slots: Slots) -> None:
         """Wait for the rate limit, then for a connection slot (taken on return)."""
-        if self.rate is None and self._rate_limit is not None:
-            self.rate = RateLimiter(self._rate_limit)
+        if self.rate is None and self.rate_limit is not None:
+            self.rate = RateLimiter(self.rate_limit)
         hooks = self._hooks
         if self.rate is not None:
             acquire = self.rate.acquire()
             await (acquire if hooks is None else hooks.wait(hooks.RATE_LIMIT, acquire))
-        try:
-            slots.acquire_nowait()
-        except anyio.WouldBlock:
-            waiting = slots.acquire()
+        if not slots.take_now():
+            waiting = slots.take()
             await (waiting if hooks is None else hooks.wait(hooks.CONNECTION, waiting))

@@ -15,14 +15,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from ._answercache import MAX_BODY, MISSING
 from ._codec import Codec, Credentials, HTTPRequest
 from ._exchange import Exchange, log_attempt, logger
 from ._operations import Operation
 from ._retry import RetryPolicy
 from ._service import Binding
+from ._slots import Slots
 from ._transport import Answer, FirstAttempt
 from ._transport._pool import AttemptAtOnce, ConnectionPool
 from ._transport._spliced import IdRequests
@@ -45,7 +44,7 @@ class PoolCallsAtOnce:
     error mapping and logging stay in one place (``Exchange.run``).
     """
 
-    __slots__ = ("_at_once", "_client", "_codecs", "_credentials", "_exchange", "_requests")
+    __slots__ = ("_admission", "_client", "_codecs", "_credentials", "_exchange", "_requests")
 
     def __init__(
         self,
@@ -55,7 +54,7 @@ class PoolCallsAtOnce:
         credentials: Credentials | None,
     ) -> None:
         self._exchange = exchange
-        self._at_once = exchange.admission.at_once
+        self._admission = exchange.admission
         # Each call goes in the client's binding at the time, as an awaited call does.
         self._client = client
         self._codecs = codecs
@@ -76,30 +75,41 @@ class PoolCallsAtOnce:
             and pool.ready_at_once(exchange.owner)
         )
 
+    def caller(self, done: Callable[[Any, object], None]) -> PoolCallAtOnce:
+        """A caller's call object, which each of its calls is started on in
+        turn (see start): ``done(context, outcome)`` gets each call's
+        result, a FirstAttempt, or None if the attempt was cut at ``cut_at``."""
+        return PoolCallAtOnce(self._exchange, done)
+
     def start(
         self,
+        call: PoolCallAtOnce,
         op: Operation[Any],
         request_id: int,
         retry: RetryPolicy,
         cut_at: float,
-        done: Callable[[Any, object], None],
         context: Any,
-    ) -> PoolCallAtOnce | None:
-        """Start a call; None (and nothing sent) if it cannot start at once.
-        ``done(context, outcome)`` gets the result, a FirstAttempt, or None
-        if the attempt was cut at ``cut_at``."""
+    ) -> bool:
+        """Start a call on ``call`` (none of its calls in flight); False (and
+        nothing sent) if it cannot start at once."""
         exchange = self._exchange
         pool = exchange.connections
-        slots = exchange.admission.slots
+        admission = self._admission
+        slots = admission.slots
         clock = exchange.clock
+        # Admission.at_once's, written here (its call and the slot's take
+        # were two of a poll's calls): no rate to keep, and a slot free.
         if (
             exchange.closed
             or slots is None
+            or slots.free <= 0
+            or admission.rate is not None
+            or admission.rate_limit is not None
             or clock is None
             or not isinstance(pool, ConnectionPool)
-            or not self._at_once(slots)
         ):
-            return None
+            return False
+        slots.free -= 1
         binding = self._client.binding
         codec = self._codecs[binding]
         # _request's usual case, without its call: this codec's requests
@@ -116,24 +126,34 @@ class PoolCallsAtOnce:
             except Exception:
                 # Encoded again by the call that takes it, and raised there.
                 slots.release()
-                return None
-        call = PoolCallAtOnce(exchange, binding, op, codec, slots, clock(), done, context)
-        # exchange.time_limit(retry, 0.0), the same float, without its call.
-        time_limit = min(exchange.timeout, retry.deadline - 0.0)
+                return False
+        call.binding = binding
+        call.op = op
+        call.codec = codec
+        call.slots = slots
+        call.began = clock()
+        call.context = context
+        # exchange.time_limit(retry, 0.0), the same float, without its call
+        # nor min's and max's.
+        time_limit = exchange.timeout
+        left = retry.deadline - 0.0
+        if left < time_limit:
+            time_limit = left
         attempt = pool.send_at_once(
             request,
-            time_limit=time_limit if time_limit > 0.0 else 0.0,
-            cut_at=cut_at,
-            max_response_bytes=exchange.max_response_bytes,
-            operation=op.name,
-            done=_answered_at_once,
-            context=call,
+            time_limit if time_limit > 0.0 else 0.0,
+            cut_at,
+            exchange.max_response_bytes,
+            op.name,
+            _answered_at_once,
+            call,
         )
         if attempt is None:
             slots.release()
-            return None
+            call.context = None
+            return False
         call.attempt = attempt
-        return call
+        return True
 
     def _request(
         self, pool: ConnectionPool, codec: Codec, op: Operation[Any], request_id: int
@@ -158,7 +178,8 @@ class PoolCallsAtOnce:
 
 
 class PoolCallAtOnce:
-    """One call started by PoolCallsAtOnce."""
+    """One caller's calls started by PoolCallsAtOnce, one at a time: what
+    the call in flight was started with."""
 
     __slots__ = (
         "attempt",
@@ -172,37 +193,38 @@ class PoolCallAtOnce:
         "slots",
     )
 
-    def __init__(
-        self,
-        exchange: Exchange,
-        binding: Binding,
-        op: Operation[Any],
-        codec: Codec,
-        slots: anyio.Semaphore,
-        began: float,
-        done: Callable[[Any, object], None],
-        context: Any,
-    ) -> None:
+    # Set by PoolCallsAtOnce.start for each call.
+    binding: Binding
+    op: Operation[Any]
+    codec: Codec
+    slots: Slots
+    began: float
+    context: Any
+
+    def __init__(self, exchange: Exchange, done: Callable[[Any, object], None]) -> None:
         self.exchange = exchange
-        self.binding = binding
-        self.op = op
-        self.codec = codec
-        self.slots = slots
-        self.began = began
         self.done = done
-        self.context = context
         self.attempt: AttemptAtOnce | None = None
 
     def abandon(self) -> None:
-        """The caller is gone: the attempt in flight, if any, ends unheard."""
+        """The caller is gone: the call in flight, if any, ends unheard."""
         attempt = self.attempt
+        # Held no longer, nor the caller's context: a cancelled caller's
+        # traceback holds this object, and the collector would find them there.
+        self.attempt = self.context = None
         if attempt is not None and not attempt.ended:
             attempt.abandon()
             self.slots.release()
 
 
 def _answered_at_once(call: PoolCallAtOnce, outcome: Answer | Exception | None) -> None:
-    call.slots.release()
+    call.attempt = None  # ended: nothing to abandon, nor to keep alive
+    slots = call.slots
+    # Slots.release's, without its call (once per poll).
+    if slots.waiting:
+        slots.release()
+    else:
+        slots.free += 1
     if outcome is None:
         call.done(call.context, None)  # cut at the caller's own deadline
         return

@@ -66,7 +66,7 @@ async def poll_in_a_row(
         if deadlines is not None:
             deadlines.discard(scope)
     # Only a cut gets here: the scope took its cancellation.
-    stream._polled(watch, None, None, cut=True)
+    stream._polled(watch, None, None, True)  # cut
     return False
 
 
@@ -131,7 +131,7 @@ async def _poll(stream: PollStream[Any], watch: Watch, first: FirstAttempt | Non
         except Exception as exc:
             error, status = unforeseen(watch, exc), PollStatus.FAILED
         break
-    stream._polled(watch, status, error, cut=False)
+    stream._polled(watch, status, error, False)
     # The error's traceback holds this frame: kept here, the two would be
     # a cycle that outlives the outcome until the collector finds it.
     del error

@@ -25,15 +25,14 @@ class Chain:
     attempt (see CallsAtOnce). What a poll reports is the same either way.
     """
 
-    __slots__ = ("_answered_here", "_at_once", "_call", "_ended", "_stream")
+    __slots__ = ("_at_once", "_call", "_ended", "_stream")
 
     def __init__(self, stream: PollStream[Any], at_once: CallsAtOnce) -> None:
         self._stream = stream
         self._at_once = at_once
-        self._call: CallAtOnce | None = None
-        # Made once: a bound method per poll would be one more object per
-        # poll in flight for the garbage collector.
-        self._answered_here = self._answered
+        # Made once, and each poll's call started on it: an object per poll
+        # in flight is one more for the garbage collector to walk.
+        self._call: CallAtOnce = at_once.caller(self._answered)
         self._ended: asyncio.Future[tuple[Watch | None, FirstAttempt | None]] | None = None
 
     def begin(self, watch: Watch) -> bool:
@@ -52,68 +51,58 @@ class Chain:
 
     def abandon(self) -> None:
         # The worker is cancelled, or the chain ended (then nothing is in flight).
-        call, self._call = self._call, None
-        if call is not None:
-            call.abandon()
+        self._call.abandon()
 
     def _start(self, watch: Watch) -> bool:
         stream = self._stream
         # An id at its deadline is cut at once by the awaited poll's scope.
         if watch.deadline <= stream._now():
             return False
-        kind = watch.kind
-        call = self._at_once.start(
-            kind.operation,
+        if not self._at_once.start(
+            self._call,
+            watch.kind.operation,
             watch.request_id,
             stream._policy.retry,
             watch.deadline,
-            self._answered_here,
             watch,
-        )
-        if call is None:
+        ):
             return False
         watch.polls += 1
-        self._call = call
         return True
 
     def _answered(self, watch: Watch, outcome: object) -> None:
-        self._call = None
         stream = self._stream
         try:
             if isinstance(outcome, FirstAttempt):
                 self._end(watch, outcome)
                 return
             if outcome is None:
-                stream._polled(watch, None, None, cut=True)
+                stream._polled(watch, None, None, True)  # cut
             else:
                 watch.last = outcome
                 try:
                     status = watch.kind.judge(outcome, stream._policy, stream._dialect)
                 except Exception as exc:
-                    stream._polled(watch, PollStatus.FAILED, unforeseen(watch, exc), cut=False)
+                    stream._polled(watch, PollStatus.FAILED, unforeseen(watch, exc), False)
                 else:
-                    stream._polled(watch, status, None, cut=False)
+                    stream._polled(watch, status, None, False)
             next_watch = stream._next_due()
             if next_watch is None:
                 self._end(None, None)
                 return
             # _start's, without its call (once per poll): an id at its
             # deadline is cut at once by the awaited poll's scope.
-            call = None
-            if not next_watch.deadline <= stream._now():
-                call = self._at_once.start(
-                    next_watch.kind.operation,
-                    next_watch.request_id,
-                    stream._policy.retry,
-                    next_watch.deadline,
-                    self._answered_here,
-                    next_watch,
-                )
-            if call is None:
+            if next_watch.deadline <= stream._now() or not self._at_once.start(
+                self._call,
+                next_watch.kind.operation,
+                next_watch.request_id,
+                stream._policy.retry,
+                next_watch.deadline,
+                next_watch,
+            ):
                 self._end(next_watch, None)
                 return
             next_watch.polls += 1
-            self._call = call
         except Exception as exc:
             # A bug of ours: the worker raises it, as it would have.
             assert self._ended is not None

@@ -52,13 +52,13 @@ from collections.abc import (
     Mapping,
 )
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypedDict
 
 import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._clock import cancel_pending, loop_backend, loop_clock
+from ._clock import loop_backend, loop_clock
 from ._compat import TypeVar
 from ._errors import VerifClientError
 from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
@@ -72,6 +72,7 @@ from ._pollpolicy import (
 from ._pollwatch import Watch
 from ._results import LocationResult, VerificationResult
 from ._retry import RetryPolicy
+from ._settled import Outcomes, Settled
 from ._transport import FirstAttempt
 from ._transport._deadlines import deadlines_for
 
@@ -130,7 +131,7 @@ class CallOperation(Protocol):
 
 class CallAtOnce(Protocol):
     def abandon(self) -> None:
-        """End the call unheard (its poll's worker is cancelled)."""
+        """End the call in flight, if any, unheard (its poll's worker is cancelled)."""
 
 
 class CallsAtOnce(Protocol):
@@ -138,19 +139,24 @@ class CallsAtOnce(Protocol):
     an operation whose one parameter is the request id: a call's answer
     comes to ``done(context, outcome)`` from the event loop, the result, a
     FirstAttempt for ``CallOperation`` to go on with (any refusal, error or
-    timeout), or None if the attempt was cut at ``cut_at``."""
+    timeout), or None if the attempt was cut at ``cut_at``.
+
+    A caller makes its call object once (``caller``) and starts each of its
+    calls on it, one in flight at a time: no object per call."""
 
     def ready(self) -> bool: ...
 
+    def caller(self, done: Callable[[Any, object], None]) -> CallAtOnce: ...
+
     def start(
         self,
+        call: Any,  # what caller() made
         op: Operation[Any],
         request_id: int,
         retry: RetryPolicy,
         cut_at: float,
-        done: Callable[[Any, object], None],
         context: Any,
-    ) -> CallAtOnce | None: ...
+    ) -> bool: ...
 
 
 # How many ids per worker a run watches at most: the room a waiting id needs
@@ -319,12 +325,10 @@ class PollStream(Generic[_O]):
         self._wakeup = anyio.Event()
         # When the dispatcher will look at the heap again on its own (-inf: it is awake).
         self._dispatcher_wakes_at = -math.inf
-        self._results_in: MemoryObjectSendStream[_O]
-        self._results_out: MemoryObjectReceiveStream[_O]
-        self._results_in, self._results_out = anyio.create_memory_object_stream(math.inf)
+        self._outcomes: Outcomes[_O] = Outcomes()
 
     def __aiter__(self) -> AsyncIterator[_O]:
-        return _Settled(self)
+        return Settled(self._outcomes)
 
     def add(
         self,
@@ -353,8 +357,8 @@ class PollStream(Generic[_O]):
         self,
         request_id: int,
         timeout: float | None = None,
-        *,
         hand_over: bool = False,
+        *,
         first_poll_in: float | None = None,
     ) -> Watch | None:
         """Watch ``request_id`` for each kind. With ``hand_over``, the first
@@ -428,7 +432,7 @@ class PollStream(Generic[_O]):
                     self._source_error = exc
                 return None
             # Due at once, it is not put in the heap (see _watch).
-            taken = self._watch(request_id, hand_over=True)
+            taken = self._watch(request_id, None, True)  # hand_over, positional
             if taken is not None:
                 return taken
 
@@ -456,7 +460,7 @@ class PollStream(Generic[_O]):
             due_receive.close()
             async with due_send:
                 await self._dispatch(due_send)
-        await self._results_in.aclose()
+        self._outcomes.end(self._source_error)
 
     async def _feed(self, source: AsyncIterable[int]) -> None:
         # As _next_due takes ids, for an async iterable, in a task of its own (a worker
@@ -539,13 +543,16 @@ class PollStream(Generic[_O]):
                 watch = self._next_due()
 
     def _polled(
-        self, watch: Watch, status: PollStatus | None, error: VerifClientError | None, *, cut: bool
+        self, watch: Watch, status: PollStatus | None, error: VerifClientError | None, cut: bool
     ) -> None:
-        """Record a poll: settle the id, or schedule its next poll."""
-        watch.attempts = watch.polls
+        """Record a poll: settle the id, or schedule its next poll (``cut``:
+        at its deadline, not judged). Its arguments are positional: a
+        keyword's matching costs more than the call's other work, once per poll."""
+        polls = watch.attempts = watch.polls
         now = self._now()
-        if self._hooks is not None:
-            self._hooks.poll_polled(
+        hooks = self._hooks
+        if hooks is not None:
+            hooks.poll_polled(
                 self,
                 watch.kind.operation.name,
                 watch.request_id,
@@ -561,11 +568,11 @@ class PollStream(Generic[_O]):
         # Settled (inline: a call fewer per poll). The outcome's fields in
         # order: request_id, status, result, error, attempts, elapsed.
         outcome = watch.kind.outcome(
-            watch.request_id, status, watch.last, error, watch.attempts, now - watch.started
+            watch.request_id, status, watch.last, error, polls, now - watch.started
         )
-        self._active -= 1
-        if self._hooks is not None:
-            self._hooks.poll_settled(
+        active = self._active = self._active - 1
+        if hooks is not None:
+            hooks.poll_settled(
                 self,
                 watch.kind.operation.name,
                 watch.request_id,
@@ -573,58 +580,14 @@ class PollStream(Generic[_O]):
                 watch.polls,
                 now - watch.started,
             )
-        self._results_in.send_nowait(outcome)
-        if not self._active:
+        outcomes = self._outcomes
+        outcomes.queue.append(outcome)
+        if outcomes.came is not None:
+            outcomes.wake()
+        if not active:
             self._wakeup.set()
-        if self._active == self._room - 1:
+        if active == self._room - 1:
             self._hungry.set()
-
-
-class _Settled(AsyncIterator[_O]):
-    """The outcomes as they settle, one yield to the event loop fewer each.
-
-    A memory stream's receive() always yields before it looks, even when
-    outcomes wait in its buffer: a full event-loop pass per outcome. Here an
-    outcome already there is taken at once (cancellation still checked); the
-    stream is awaited only when it is empty.
-    """
-
-    __slots__ = ("_cancel_pending", "_checkpoint_if_cancelled", "_results", "_stream")
-
-    def __init__(self, stream: PollStream[_O]) -> None:
-        self._stream = stream
-        self._results = stream._results_out
-        # Looked up at the first step, on the loop (the sync client calls
-        # __aiter__ from its own thread).
-        self._checkpoint_if_cancelled: Callable[[], Awaitable[None]] | None = None
-        self._cancel_pending: Callable[[], bool] | None = None
-
-    async def __anext__(self) -> _O:
-        pending = self._cancel_pending
-        if pending is None:
-            pending = self._cancel_pending = cancel_pending()
-            self._checkpoint_if_cancelled = loop_backend().checkpoint_if_cancelled
-        if pending():
-            check = self._checkpoint_if_cancelled
-            assert check is not None
-            await check()
-        try:
-            return self._results.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except anyio.EndOfStream:
-            self._end()
-        try:
-            return await self._results.receive()
-        except anyio.EndOfStream:
-            self._end()
-
-    def _end(self) -> NoReturn:
-        # The caller's iterable failed: every id taken before has its outcome.
-        error = self._stream._source_error
-        if error is not None:
-            raise error
-        raise StopAsyncIteration
 
 
 @asynccontextmanager

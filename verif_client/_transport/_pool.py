@@ -28,8 +28,8 @@ import asyncio
 import os
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, Final, overload
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import anyio
@@ -45,6 +45,7 @@ from ._body import CappedBody, check_declared_length, whole_body
 from ._connection import READ_SIZE
 from ._connection import Connection as _Connection
 from ._deadlines import Deadlines, deadlines_for
+from ._headers import Headers
 from ._heads import RequestHeads
 from ._opening import Opener, reason_of
 from ._proxy import Proxy
@@ -65,49 +66,6 @@ KEEPALIVE_EXPIRY: Final = 5.0
 _OPENING_AT_ONCE: Final = 32
 
 
-class _Headers(Sequence[tuple[str, str]]):
-    """An answer's headers as the codec takes them (str pairs), decoded when
-    first looked at: an answer the client has decoded before (its answer
-    cache, which most polls hit) never is."""
-
-    __slots__ = ("_decoded", "_raw")
-
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
-        self._raw = raw
-        self._decoded: list[tuple[str, str]] | None = None
-
-    def _items(self) -> list[tuple[str, str]]:
-        decoded = self._decoded
-        if decoded is None:
-            decoded = self._decoded = [
-                (name.decode("latin-1"), value.decode("latin-1")) for name, value in self._raw
-            ]
-        return decoded
-
-    @overload
-    def __getitem__(self, index: int) -> tuple[str, str]: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[tuple[str, str]]: ...
-    def __getitem__(self, index: int | slice) -> tuple[str, str] | list[tuple[str, str]]:
-        return self._items()[index]
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter(self._items())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, _Headers):
-            other = other._items()
-        return isinstance(other, list | tuple) and self._items() == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(self._items())
-
-
 # Called with the answer, what ``send`` would raise, or None when cut at the caller's own time.
 AnswerCallback = Callable[[Any, "Answer | Exception | None"], None]
 
@@ -116,7 +74,16 @@ class _Attempt:
     """How far one attempt got (whether any byte of the request may have
     left), and its answer being read (see feed)."""
 
-    __slots__ = ("answer", "body", "cap", "connection", "first", "operation", "written")
+    __slots__ = (
+        "answer",
+        "body",
+        "cap",
+        "connection",
+        "first",
+        "operation",
+        "start_on_read",
+        "written",
+    )
 
     answer: _parse.Reader
     cap: int
@@ -126,6 +93,9 @@ class _Attempt:
         self.connection: _Connection | None = None
         self.written = False
         self.body: CappedBody | None = None
+        # The request's method, for the reader to start on when the answer's
+        # first bytes come (see AttemptAtOnce); None: started with the request.
+        self.start_on_read: str | None = None
 
     def read_on(self, connection: _Connection, cap: int, operation: str) -> None:
         """The attempt has its connection: its answer is read there."""
@@ -189,6 +159,9 @@ class _Attempt:
                 and answer.replay()
             ):
                 return replay[2]
+            method = self.start_on_read
+            if method is not None:
+                answer.start(method)
         if not data and answer.headers is None:
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
@@ -208,7 +181,7 @@ class _Attempt:
             if not encoding and answer.complete:
                 # The usual poll answer: whole in one read, and sent as it is.
                 body_bytes = whole_body(answer.chunks, self.cap, self.operation)
-                whole = answer.status, _Headers(answer.headers), body_bytes
+                whole = answer.status, Headers(answer.headers), body_bytes
                 if first and answer.memorable():
                     assert self.connection is not None
                     self.connection.replay = (data, self.cap, whole)
@@ -222,7 +195,7 @@ class _Attempt:
         if answer.complete:
             head = answer.headers
             assert head is not None
-            return answer.status, _Headers(head), body.value()
+            return answer.status, Headers(head), body.value()
         if not data:  # pragma: no cover - both readers end or refuse at a close
             raise SendError(
                 "RemoteProtocolError: Server disconnected without sending a response.",
@@ -298,9 +271,14 @@ class AttemptAtOnce(_Attempt):
         receiver.listener = self
         try:
             if isinstance(request, bytes):
-                connection.answer.start("POST")
+                # The reader starts on the answer's first bytes, unless they
+                # are the answer kept for replay: then it need not (see
+                # _Attempt.feed), a call fewer per poll. Nothing reads the
+                # reader before those bytes come.
+                self.start_on_read = "POST"
                 data = request
             else:
+                self.start_on_read = None
                 data = pool._heads.request_bytes(connection.answer, request)
             _write(connection, data, self)
         except Exception as exc:
@@ -355,11 +333,14 @@ class AttemptAtOnce(_Attempt):
         now = pool._now()
         pool._busy.discard(connection)
         idle = pool._idle
+        kept = connection.replay
         if (
             pool._closed
             or len(idle) >= pool._max_idle
             or receiver.unsent_bytes() > 0
-            or not connection.answer.reusable()
+            # The answer kept for replay, given again or just kept, left the
+            # reader reusable (see feed): the reader is asked only of others.
+            or ((kept is None or whole is not kept[2]) and not connection.answer.reusable())
         ):
             connection.close_now()
         else:
@@ -546,7 +527,6 @@ class ConnectionPool:
     def send_at_once(
         self,
         request: HTTPRequest | bytes,
-        *,
         time_limit: float,
         cut_at: float,
         max_response_bytes: int,
@@ -826,12 +806,14 @@ def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
     left unwritten and the request can be sent again. Through the stream
     (TLS, or the rest of a partial write) any byte may have left.
     """
-    if connection.receiver is not None:
+    receiver = connection.receiver
+    if receiver is not None:
         # From here on, bytes that arrive are the answer.
-        connection.receiver.expecting = True
-    if connection.plain_fd >= 0:
+        receiver.expecting = True
+    fd = connection.plain_fd
+    if fd >= 0:
         try:
-            sent = os.write(connection.plain_fd, data)
+            sent = os.write(fd, data)
         except BlockingIOError:
             sent = 0
         if sent == len(data):
@@ -839,9 +821,9 @@ def _write(connection: _Connection, data: bytes, attempt: _Attempt) -> bytes:
             return b""
         data = data[sent:]
     attempt.written = True
-    if connection.receiver is not None:
+    if receiver is not None:
         # Buffered by the transport: the wait for the answer waits in its place.
-        connection.receiver.write(data)
+        receiver.write(data)
         return b""
     return data  # for the stream to send
 
