@@ -160,20 +160,28 @@ def loaded_with_answers_held(
     return phones, job, job.start("w0", "--input", str(tmp_path / "in.csv"))
 
 
+def small_worker_sending(
+    job: Job, service: HoldingService, workers: list[subprocess.Popen[bytes]]
+) -> tuple[subprocess.Popen[bytes], set[str]]:
+    """Once the first worker's 50 sends are in flight, a worker with room for
+    10 joins (into ``workers``) and takes an activity of 25: it sends 10 and
+    hands the other 15 back unsent (no one has room for them yet). The
+    worker, and the numbers it texted."""
+    wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
+    before = service.texted()
+    victim = job.start("w1", "--concurrency", "10")
+    workers.append(victim)
+    wait_for(lambda: len(service.texted()) == 60, "the small worker's 10 sends in flight")
+    return victim, service.texted() - before
+
+
 def test_a_worker_holds_only_the_rows_it_sends_whatever_the_jobs_group(
     temporal_server: DevServer, service: HoldingService, tmp_path: Path
 ) -> None:
     phones, job, first = loaded_with_answers_held(temporal_server, service, tmp_path, "small")
     workers = [first]
     try:
-        wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
-        before = service.texted()
-        # A worker with room for 10 takes an activity of 25: it sends 10 and
-        # hands the other 15 back unsent (no one has room for them yet).
-        victim = job.start("w1", "--concurrency", "10")
-        workers.append(victim)
-        wait_for(lambda: len(service.texted()) == 60, "the small worker's 10 sends in flight")
-        victims_rows = service.texted() - before
+        victim, victims_rows = small_worker_sending(job, service, workers)
         victim.send_signal(signal.SIGKILL)
         assert victim.wait(timeout=60) == -signal.SIGKILL
         service.release_sms_answers()

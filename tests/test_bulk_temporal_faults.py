@@ -32,6 +32,7 @@ from test_bulk_temporal import (
     reap,
     sends,
     service,
+    small_worker_sending,
     started,
     wait_for,
 )
@@ -116,14 +117,8 @@ def test_rows_a_small_worker_handed_back_survive_its_death_in_an_outage(
     )
     workers = [first]
     try:
-        wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
-        before = service.texted()
-        # Room for 10 in an activity of 25: it sends 10 once the server holds
-        # its heartbeat naming the 15 it hands back.
-        victim = job.start("w1", "--concurrency", "10")
-        workers.append(victim)
-        wait_for(lambda: len(service.texted()) == 60, "the small worker's 10 sends in flight")
-        victims_rows = service.texted() - before
+        # It sends its 10 once the server holds its heartbeat naming the 15.
+        victim, victims_rows = small_worker_sending(job, service, workers)
         # The server goes, and the worker dies while it is away: only the
         # heartbeat the server held says which of its rows were never sent.
         server.kill()
