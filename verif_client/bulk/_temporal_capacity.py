@@ -45,15 +45,16 @@ class SendCapacity(temporalio.worker.CustomSlotSupplier):
     def __init__(self, concurrency: int, largest_group: int, *, group: int | None = None) -> None:
         self.concurrency = concurrency
         self.free = concurrency
-        # What a slot reserves: the job's group (``group``, when the worker
-        # serves one job), and the largest of the last activities. A batch's
-        # tail, or rows handed back, are fewer: sized after the last one, a
-        # slot found room for the tail's rows, and the next full activity
-        # sent that many and handed the rest back. Serving any job, before
-        # the first activity: as many as any activity can have.
+        # What a slot reserves: serving one job, its group (``group``);
+        # serving any job, the most rows of the last few activities (before
+        # the first, as many as any activity can have). Not the last one's:
+        # a batch's tail, or rows handed back, are fewer, and sized after
+        # them a slot found room for that many, so the next full activity
+        # sent that many and handed the rest back.
         self.per_slot = min(group or largest_group, concurrency)
-        self._least = self.per_slot if group is not None else 0
-        self._sizes: collections.deque[int] = collections.deque(maxlen=_SIZES_KEPT)
+        self._sizes: collections.deque[int] | None = (
+            None if group is not None else collections.deque(maxlen=_SIZES_KEPT)
+        )
         self._started: collections.deque[_Units] = collections.deque()
         self._waiters: list[asyncio.Future[None]] = []
         self._closed = False
@@ -123,9 +124,9 @@ class SendCapacity(temporalio.worker.CustomSlotSupplier):
             # Fetched as the worker began to stop: none of it is sent here.
             self.give_back(units, units.units)
             return units
-        if rows > 0:
+        if rows > 0 and self._sizes is not None:
             self._sizes.append(min(rows, self.concurrency))
-            self.per_slot = max(self._least, *self._sizes)
+            self.per_slot = max(self._sizes)
             self._wake()
         if units.units > rows:
             self.give_back(units, units.units - rows)
