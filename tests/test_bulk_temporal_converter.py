@@ -1,4 +1,4 @@
-"""The job's payload converter decodes exactly what the SDK's would, only at once."""
+"""The job's payload converter encodes and decodes exactly what the SDK's would, only at once."""
 
 from __future__ import annotations
 
@@ -64,6 +64,26 @@ def test_decodes_as_the_sdk_does(value: Any, hint: Any) -> None:
     got = FAST.from_payloads(payloads, [hint])
     assert got == expected == [value]
     assert type(got[0]) is type(expected[0])
+
+
+@pytest.mark.parametrize(("value", "hint"), CASES)
+def test_encodes_the_sdks_bytes(value: Any, hint: Any) -> None:
+    (expected,) = SDK.to_payloads([value])
+    (got,) = FAST.to_payloads([value])
+    assert got == expected  # its metadata and its data, byte for byte
+    assert FAST.from_payloads([got], [hint]) == [value]
+
+
+def test_values_of_other_types_are_encoded_the_sdks_way() -> None:
+    @dataclasses.dataclass
+    class Elsewhere:
+        when: datetime.datetime
+        tags: frozenset[str]
+
+    value = {"x": Elsewhere(datetime.datetime(2026, 11, 29, 10, 30), frozenset({"a"}))}
+    assert FAST.to_payloads([value]) == SDK.to_payloads([value])
+    with pytest.raises(TypeError):
+        FAST.to_payloads([object()])
 
 
 def test_every_type_of_the_workflows_has_its_own_decoder() -> None:

@@ -1,4 +1,4 @@
-"""Decoding the job's own Temporal payloads without the SDK's per-value type walk.
+"""The job's own Temporal payloads without the SDK's per-value type walk.
 
 The SDK turns each JSON payload into the type a workflow or activity asks for
 with ``value_to_type``, which calls ``typing.get_type_hints`` on every
@@ -7,6 +7,8 @@ dataclass it meets, for every value. A worker decodes every row several times
 job's end), and with a job's rows that walk was most of a worker's CPU. Here the
 decoder for each type is built once and kept; it yields exactly what the SDK's
 would for the job's own dataclasses, and any other type goes the SDK's way.
+Encoding writes the same bytes as the SDK's, without its deep copy of each
+dataclass into a dict first.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import temporalio.api.common.v1
 import temporalio.converter
@@ -117,7 +119,32 @@ def _decoder(hint: Any) -> _Decode | None:
     return None
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(cls))
+
+
+_SDK_DEFAULT: Final = temporalio.converter.AdvancedJSONEncoder().default
+
+
+def _plain(value: Any) -> Any:
+    """What ``json`` cannot write itself, as the SDK's encoder has it: the
+    job's dataclasses field by field, without ``dataclasses.asdict``'s deep
+    copy of every value (a worker's results are lists of them, one a row)."""
+    cls = type(value)
+    if cls.__module__ == _workflows.__name__ and dataclasses.is_dataclass(cls):
+        return {name: getattr(value, name) for name in _field_names(cls)}
+    return _SDK_DEFAULT(value)
+
+
 class _JSONPlain(temporalio.converter.JSONPlainPayloadConverter):
+    def to_payload(self, value: Any) -> temporalio.api.common.v1.Payload | None:
+        # The same bytes as the SDK's (sorted keys, no spaces).
+        return temporalio.api.common.v1.Payload(
+            metadata={"encoding": b"json/plain"},
+            data=json.dumps(value, default=_plain, separators=(",", ":"), sort_keys=True).encode(),
+        )
+
     def from_payload(
         self, payload: temporalio.api.common.v1.Payload, type_hint: type | None = None
     ) -> Any:
@@ -131,7 +158,7 @@ class _JSONPlain(temporalio.converter.JSONPlainPayloadConverter):
 
 
 class PayloadConverter(temporalio.converter.CompositePayloadConverter):
-    """The SDK's default converters, its JSON one decoding the job's types at once."""
+    """The SDK's default converters, its JSON one encoding and decoding the job's types at once."""
 
     def __init__(self) -> None:
         defaults = temporalio.converter.DefaultPayloadConverter.default_encoding_payload_converters
