@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("temporalio")
 
-from verif_client.bulk._temporal_capacity import SendCapacity
+from verif_client.bulk._temporal_capacity import AnswersCapacity, SendCapacity
 
 
 class _Context:
@@ -212,5 +212,87 @@ def test_a_worker_of_one_job_reserves_the_jobs_group_from_the_start() -> None:
         capacity.give_back(tail, 10)  # the tail's rows end
         assert start(capacity, await waiting, 25).units == 25
         assert capacity.free == 0
+
+    run(body)
+
+
+class _Backlog:
+    """The ids the worker's polls watch, as the test sets them."""
+
+    def __init__(self) -> None:
+        self.ids = 0
+
+    def __call__(self) -> int:
+        return self.ids
+
+
+def answers_started(capacity: AnswersCapacity, permit: Any) -> None:
+    capacity.mark_slot_used(_Context(permit, slot_info=object()))  # type: ignore[arg-type]
+
+
+def answers_ended(capacity: AnswersCapacity, permit: Any) -> None:
+    capacity.release_slot(_Context(permit, slot_info=object()))  # type: ignore[arg-type]
+
+
+async def reserve_answers(capacity: AnswersCapacity) -> Any:
+    return await capacity.reserve_slot(_Context())  # type: ignore[arg-type]
+
+
+def test_a_worker_whose_polls_keep_up_fetches_answers_without_bound() -> None:
+    async def body() -> None:
+        backlog = _Backlog()
+        backlog.ids = 99
+        capacity = AnswersCapacity(backlog, limit=100)
+        for _ in range(1000):
+            answers_started(capacity, await reserve_answers(capacity))
+        assert capacity.running == 1000
+
+    run(body)
+
+
+def test_a_worker_whose_polls_fall_behind_fetches_no_more_answers_until_they_catch_up() -> None:
+    async def body() -> None:
+        backlog = _Backlog()
+        capacity = AnswersCapacity(backlog, limit=100)
+        answers_started(capacity, await reserve_answers(capacity))
+        backlog.ids = 100
+        waiting = asyncio.ensure_future(reserve_answers(capacity))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done(), "an answers activity fetched by a worker behind on its polls"
+        assert capacity.try_reserve_slot(_Context()) is None  # type: ignore[arg-type]
+        backlog.ids = 99  # a poll settled
+        answers_started(capacity, await waiting)
+        assert capacity.running == 2
+
+    run(body)
+
+
+def test_a_worker_with_no_answers_activity_fetches_one_however_far_behind() -> None:
+    # Every worker of a job held back by its --rate is behind: each still
+    # takes answers an activity at a time, so the job goes on.
+    async def body() -> None:
+        backlog = _Backlog()
+        backlog.ids = 10**6
+        capacity = AnswersCapacity(backlog, limit=100)
+        first = await reserve_answers(capacity)
+        assert capacity.try_reserve_slot(_Context()) is not None  # type: ignore[arg-type]
+        answers_started(capacity, first)
+        waiting = asyncio.ensure_future(reserve_answers(capacity))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        answers_ended(capacity, first)
+        answers_started(capacity, await waiting)
+        assert capacity.running == 1
+
+    run(body)
+
+
+def test_a_slot_reserved_and_never_used_is_no_answers_activity() -> None:
+    async def body() -> None:
+        capacity = AnswersCapacity(_Backlog(), limit=100)
+        unused = await reserve_answers(capacity)
+        capacity.release_slot(_Context(unused, slot_info=None))  # type: ignore[arg-type]
+        assert capacity.running == 0
 
     run(body)

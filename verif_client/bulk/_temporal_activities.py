@@ -50,7 +50,7 @@ from ._runner import (
     stop_message,
     stops_the_job,
 )
-from ._temporal_capacity import SendCapacity
+from ._temporal_capacity import ANSWERS_ROUNDS, AnswersCapacity, SendCapacity
 from ._temporal_ids import IdClaims
 from ._temporal_outage import is_transient, persist
 from ._workflows import (
@@ -257,6 +257,8 @@ class Activities:
         # (``group``: the job's rows per send activity, when it serves one job).
         self.capacity = SendCapacity(concurrency, MAX_SEND_GROUP, group=group)
         self.hubs: dict[tuple[Any, ...], _PollHub] = {}
+        # When it fetches an answers activity: while its polls keep up.
+        self.answering = AnswersCapacity(self.backlog, ANSWERS_ROUNDS * concurrency)
         self.task_group: anyio.abc.TaskGroup | None = None
         self._hub_lock = anyio.Lock()
         # Jobs stopped by what this worker's sends met, with the job's epoch then.
@@ -264,6 +266,11 @@ class Activities:
         self.anything_sent = False
         # Each job's record as last read, with time.monotonic() then.
         self.records: dict[str, tuple[float, Record]] = {}
+
+    def backlog(self) -> int:
+        """The ids this worker's poll streams watch: those whose activities
+        wait on them, and those whose waits moved on, until they settle."""
+        return sum(hub.stream.waiting for hub in self.hubs.values() if hub.stream is not None)
 
     @activity.defn(name=SEND_ACTIVITY)
     async def send(self, request: SendRequest) -> list[SendOutcome]:

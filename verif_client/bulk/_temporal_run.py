@@ -117,7 +117,12 @@ def make_workers(
             temporal,
             task_queue=task_queue + ANSWERS_QUEUE_SUFFIX,
             activities=[activities.answers],
-            max_concurrent_activities=10_000,
+            tuner=temporalio.worker.WorkerTuner.create_composite(
+                workflow_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
+                activity_supplier=activities.answering,
+                local_activity_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
+                nexus_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
+            ),
             max_concurrent_activity_task_polls=2,
             **common,
         ),
