@@ -217,7 +217,7 @@ def test_a_worker_of_one_job_reserves_the_jobs_group_from_the_start() -> None:
 
 
 class _Backlog:
-    """The ids the worker's polls watch, as the test sets them."""
+    """The polls of the worker that are due and wait, as the test sets them."""
 
     def __init__(self) -> None:
         self.ids = 0

@@ -321,3 +321,47 @@ def test_a_kinds_outcome_is_what_its_class_makes(kind: int) -> None:
     expected = cls(7, vc.PollStatus.FAILED, None, error, 3, 1.5)
     assert type(made) is cls
     assert (made, hash(made), repr(made)) == (expected, hash(expected), repr(expected))
+
+
+def test_due_counts_the_polls_that_wait_for_a_free_connection() -> None:
+    """On trio's mock clock, one connection held by a poll the service has
+    not answered: ids due meanwhile wait, and are counted; ids between polls
+    (or before their first) are not."""
+    simulator = Simulator(config=SimulatorConfig(script=Script(pending_polls=0)))
+    hold = trio.Event()
+    polled: list[int] = []
+
+    async def held(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if "HasBeenVerified" in scope["path"]:
+            polled.append(int(scope["query_string"].decode().split("=")[1]))
+            if len(polled) == 1:
+                await hold.wait()
+        await simulator(scope, receive, send)
+
+    hour = vc.PollPolicy(initial_delay=3600, max_delay=3600, jitter=0, timeout=7200)
+    due: dict[str, int] = {}
+
+    async def main() -> None:
+        async with client_for(held, binding="http-get") as client:
+            *now, later = await send_many(client, 4)
+            async with client.poll_verifications(
+                [], policy=hour, keep_open=True, max_concurrency=1
+            ) as outcomes:
+                outcomes.add(later)  # first poll in an hour
+                for request_id in now:
+                    outcomes.add(request_id, first_poll_in=0)
+                await trio.testing.wait_all_tasks_blocked()
+                due["one polled, two waiting"] = outcomes.due
+                hold.set()
+                settled = set()
+                async for outcome in outcomes:
+                    settled.add(outcome.request_id)
+                    if settled == set(now):
+                        break
+                await trio.testing.wait_all_tasks_blocked()  # the dispatcher, too
+                due["all polled"] = outcomes.due
+                due["waiting, all of them"] = outcomes.waiting
+
+    anyio.run(main, backend="trio", backend_options={"clock": trio.testing.MockClock()})
+    assert len(polled) == 3
+    assert due == {"one polled, two waiting": 2, "all polled": 0, "waiting, all of them": 1}

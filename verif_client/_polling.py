@@ -325,6 +325,8 @@ class PollStream(Generic[_O]):
         self._wakeup = anyio.Event()
         # When the dispatcher will look at the heap again on its own (-inf: it is awake).
         self._dispatcher_wakes_at = -math.inf
+        # Whether the dispatcher holds a due watch until a worker is free.
+        self._handing = False
         self._outcomes: Outcomes[_O] = Outcomes()
 
     def __aiter__(self) -> AsyncIterator[_O]:
@@ -403,6 +405,14 @@ class PollStream(Generic[_O]):
     def waiting(self) -> int:
         """Ids (per kind) taken from the input and not yet settled."""
         return self._active
+
+    @property
+    def due(self) -> int:
+        """Polls due now that wait for a free connection (per kind; 0 while
+        the run keeps up): how far behind it is, unlike ``waiting``, which
+        counts ids between polls too. It takes a look at every id waiting."""
+        now = self._now()
+        return sum(1 for entry in self._heap if entry[0] <= now) + self._handing
 
     def _next_due(self) -> Watch | None:
         """A watch due now: from the heap, else a new id from the caller's
@@ -488,7 +498,12 @@ class PollStream(Generic[_O]):
                         # the dispatcher, which send() would always make.
                         due_send.send_nowait(watch)
                     except anyio.WouldBlock:
-                        await due_send.send(watch)
+                        # Out of the heap, but still due and waiting (see due).
+                        self._handing = True
+                        try:
+                            await due_send.send(watch)
+                        finally:
+                            self._handing = False
                 except anyio.BrokenResourceError:
                     # Every worker is gone: the run is being torn down (the
                     # caller left it, or a worker's error cancels it), and a

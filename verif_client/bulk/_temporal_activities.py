@@ -268,9 +268,8 @@ class Activities:
         self.records: dict[str, tuple[float, Record]] = {}
 
     def backlog(self) -> int:
-        """The ids this worker's poll streams watch: those whose activities
-        wait on them, and those whose waits moved on, until they settle."""
-        return sum(hub.stream.waiting for hub in self.hubs.values() if hub.stream is not None)
+        """The polls of this worker that are due and wait for a connection."""
+        return sum(hub.stream.due for hub in self.hubs.values() if hub.stream is not None)
 
     @activity.defn(name=SEND_ACTIVITY)
     async def send(self, request: SendRequest) -> list[SendOutcome]:

@@ -35,12 +35,14 @@ import temporalio.worker
 # taken for the group, few enough that a worker moving to a job of smaller
 # groups follows it soon.
 _SIZES_KEPT = 4
-# A worker fetches answers while it watches fewer ids than this many rounds of
-# its connections: about two seconds of polls at the service's usual 200 ms.
-# Past that, answers it took would wait behind its own, while other workers'
-# connections idle: the job's end waited on one worker's backlog (4-10 s
-# after the last SMS, in runs of 8 workers; 2.6-5 s with this).
-ANSWERS_ROUNDS: Final = 10
+# A worker fetches answers while fewer of its polls are due than this many
+# rounds of its connections (a second of polls at the service's usual 200
+# ms). Past that, answers it took would wait behind its own while other
+# workers' connections idle: the job's end waited on one worker's backlog
+# (3-14 s after the last SMS, in runs of 8 workers; about 4 s with this). Ids
+# between polls do not count: a worker watching thousands of people who have
+# not answered yet, each polled every few seconds, keeps up.
+ANSWERS_ROUNDS: Final = 5
 # How often a worker whose polls are behind looks again (cheap: a sum over its
 # poll streams, one a polling setting).
 _BACKLOG_RECHECK: Final = 0.05
@@ -170,8 +172,8 @@ def _resolve_all(waiters: list[asyncio.Future[None]]) -> None:
 
 class AnswersCapacity(temporalio.worker.CustomSlotSupplier):
     """The activity slots of a worker's answers: unbounded while its polls
-    keep up, that is while the ids it watches (``backlog()``) are fewer than
-    ``limit``. Past that it fetches no more until they fall below, and the
+    keep up, that is while fewer than ``limit`` of them are due and wait for
+    a connection (``backlog()``). Past that it fetches no more until they fall below, and the
     answers it leaves queued go to workers with connections to spare. A
     worker with no answers activity always fetches one: a job whose every
     worker is behind (its ``--rate``, say) goes on at the pace of its polls."""
