@@ -11,7 +11,9 @@ reports, and what the service saw.
 from __future__ import annotations
 
 import gc
+import math
 import os
+import socket
 import types
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -27,6 +29,7 @@ import sniffio
 from relsupport import WITH_UVLOOP, client_sockets_to, wait_for
 
 import verif_client as vc
+from verif_client._transport import StaleConnection, _pool
 from verif_client._transport._pool import ConnectionPool
 
 VERIFIED_OP = vc.get_operation("SecureLink_SecurityCode_HasBeenVerified")
@@ -72,6 +75,10 @@ FALSE = answer(asmx.response(SOAP, VERIFIED_OP, "<Verified>false</Verified>"))
 TRICKLED = b"trickle"
 # An answer after which the service closes the connection, as it said it would.
 TRUE_CLOSING = TRUE.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
+# PENDING, then the connection closed with it, though nothing said it would
+# (a server at its keep-alive limit): the close in the answer's own segment,
+# so that it is on the client's socket when the answer is read.
+PENDING_AND_GONE = b"pending, and gone"
 
 
 class Scripted:
@@ -108,6 +115,15 @@ class Scripted:
                 if action == HANG:
                     await anyio.sleep_forever()
                 if action == CLOSE:
+                    return
+                if action == PENDING_AND_GONE:
+                    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+                    # Corked, the answer waits for the shutdown, and its FIN goes with it.
+                    cork = getattr(socket, "TCP_CORK", None)
+                    if cork is not None:
+                        sock.setsockopt(socket.IPPROTO_TCP, cork, 1)
+                    await stream.send(PENDING)
+                    await stream.send_eof()
                     return
                 if action == TRICKLED:
                     for at in range(0, len(TRUE), 16):
@@ -268,6 +284,107 @@ async def test_a_service_named_by_its_host_name_is_polled_at_once_on_asyncio_and
         assert count.started == 0
     else:
         assert count.started >= 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", WITH_UVLOOP)
+async def test_a_poll_on_a_connection_closed_with_the_last_answer_is_made_again_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On asyncio and uvloop the next poll of a chain takes the connection the
+    # answer just put back without the idle check's poll(0), the check that
+    # finds this close: its request, written into the closed connection, ends
+    # before any answer, and the poll is made again on a new connection as
+    # though the check had turned the old one away. No attempt is lost (there
+    # is none to spare here), and the service sees what it sees awaited.
+    count = AtOnceCount(monkeypatch)
+    stale: list[str] = []
+
+    class Spied(StaleConnection):
+        def __init__(self, message: str, *, never_sent: bool) -> None:
+            stale.append(message)
+            super().__init__(message, never_sent=never_sent)
+
+    monkeypatch.setattr(_pool, "StaleConnection", Spied)
+    one = vc.RetryPolicy(attempts=1)
+    options: dict[str, Any] = {
+        "ids": [2**33, 2**33 + 1],
+        "policy": attrs.evolve(NOW, retry=one),
+        "retry": one,
+    }
+    # The first request opens a connection (awaited), the second goes on it
+    # at once and is answered with the close; the rest go on a new one.
+    script = [PENDING, PENDING_AND_GONE, TRUE]
+    awaited = await polled(script, at_once=False, **options)
+    assert stale == []
+    at_once = await polled(script, at_once=True, **options)
+    assert at_once == awaited
+    settled, requests, connections = at_once
+    assert [row[1] for row in settled] == [vc.PollStatus.VERIFIED] * 2
+    # The poll made again counts once, and its request never reached the service.
+    assert sorted(row[2] for row in settled) == [1, 3]
+    assert (requests, connections) == (4, 2)
+    if sniffio.current_async_library() == "trio":
+        assert stale == []
+        assert count.started == 0
+    else:
+        assert len(stale) == 1
+        assert stale[0].startswith(("ReadError: ", "RemoteProtocolError: ")), stale
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", WITH_UVLOOP[:2])  # trio polls no connection at once
+@pytest.mark.parametrize("idempotent", [True, False], ids=["poll", "send"])
+async def test_only_a_poll_goes_unchecked_on_the_connection_its_answer_just_closed(
+    idempotent: bool,
+) -> None:
+    # From the callback of an answer that came with the peer's close, a
+    # request that must not be sent twice is never written there: the idle
+    # check's poll(0) still turns the connection away (nothing is sent, and
+    # the caller opens another). Only an idempotent one, whose failure there
+    # is made again elsewhere, goes without the check.
+    request = b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+    async with serving([PENDING, PENDING_AND_GONE]) as (service, port):
+        client = vc.VerificationClient(
+            f"http://127.0.0.1:{port}", username="tester", password="tester-password"
+        )
+        async with client:
+            assert (await client.has_been_verified(2**33)).verified is None  # opens one
+            pool = client._connections
+            assert isinstance(pool, ConnectionPool)
+            taken: list[object] = []
+            outcomes: list[object] = []
+            second = anyio.Event()
+
+            def after(context: object, outcome: object) -> None:
+                outcomes.append(outcome)
+                taken.append(
+                    pool.send_at_once(
+                        request, 5.0, math.inf, 65536, VERIFIED_OP.name, ended, None, idempotent
+                    )
+                )
+                if taken[0] is None:
+                    second.set()
+
+            def ended(context: object, outcome: object) -> None:
+                outcomes.append(outcome)
+                second.set()
+
+            first = pool.send_at_once(
+                request, 5.0, math.inf, 65536, VERIFIED_OP.name, after, None, True
+            )
+            assert first is not None  # on the connection the call left idle
+            with anyio.fail_after(10):
+                await second.wait()
+    assert isinstance(outcomes[0], tuple)
+    assert outcomes[0][0] == 200
+    if idempotent:
+        assert taken[0] is not None
+        assert isinstance(outcomes[1], StaleConnection), outcomes
+    else:
+        assert taken == [None]
+        assert len(outcomes) == 1
+    assert service.requests == 2
 
 
 @pytest.mark.anyio

@@ -147,6 +147,7 @@ class PoolCallsAtOnce:
             op.name,
             _answered_at_once,
             call,
+            op.idempotent,
         )
         if attempt is None:
             slots.release()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._pollpolicy import PollStatus
 from ._pollwatch import Watch, unforeseen
-from ._transport import FirstAttempt
+from ._transport import FirstAttempt, StaleConnection
 
 if TYPE_CHECKING:
     from ._polling import CallAtOnce, CallsAtOnce, PollStream
@@ -74,7 +74,13 @@ class Chain:
         stream = self._stream
         try:
             if isinstance(outcome, FirstAttempt):
-                self._end(watch, outcome)
+                if isinstance(outcome.outcome, StaleConnection):
+                    # Not made (the connection was stale): polled again
+                    # as a poll whose connection the idle check turned away.
+                    watch.polls -= 1
+                    self._end(watch, None)
+                else:
+                    self._end(watch, outcome)
                 return
             if outcome is None:
                 stream._polled(watch, None, None, True)  # cut

@@ -14,7 +14,7 @@ from typing import Protocol, TypeAlias
 
 from .._codec import HTTPRequest
 
-__all__ = ["Answer", "FirstAttempt", "SendError", "Sender", "Transport"]
+__all__ = ["Answer", "FirstAttempt", "SendError", "Sender", "StaleConnection", "Transport"]
 
 # (status, headers, body): what a codec's decode() takes.
 Answer: TypeAlias = tuple[int, Sequence[tuple[str, str]], bytes]
@@ -64,6 +64,15 @@ class SendError(Exception):
     def __init__(self, message: str, *, never_sent: bool) -> None:
         super().__init__(message)
         self.never_sent = never_sent
+
+
+class StaleConnection(SendError):
+    """A poll's attempt at once ended before any byte of an answer came (the
+    peer's close or reset, or a write the kernel refused) on a connection
+    taken without the idle check's ``poll(0)``: what that check exists to
+    find. The poll was not made: its caller starts it again, as it would
+    have had the check turned the connection away (see
+    ConnectionPool.send_at_once)."""
 
 
 class Transport(Protocol):

@@ -40,7 +40,7 @@ import h11
 from .._clock import loop_backend, loop_clock, running_loop
 from .._codec import HTTPRequest
 from .._errors import VerifClientError
-from . import Answer, SendError, _parse
+from . import Answer, SendError, StaleConnection, _parse
 from ._body import CappedBody, check_declared_length, whole_body
 from ._connection import READ_SIZE
 from ._connection import Connection as _Connection
@@ -65,6 +65,8 @@ KEEPALIVE_EXPIRY: Final = 5.0
 # and a pool of thousands still fills in a few round trips.
 _OPENING_AT_ONCE: Final = 32
 
+
+_DISCONNECTED: Final = "RemoteProtocolError: Server disconnected without sending a response."
 
 # Called with the answer, what ``send`` would raise, or None when cut at the caller's own time.
 AnswerCallback = Callable[[Any, "Answer | Exception | None"], None]
@@ -148,6 +150,10 @@ class _Attempt:
         answer = self.answer
         first = self.first
         if first:
+            if not data:
+                # Before any byte of an answer: ``first`` stays set, which
+                # tells a stale connection (see AttemptAtOnce._end).
+                raise SendError(_DISCONNECTED, never_sent=False)
             self.first = False
             connection = self.connection
             assert connection is not None
@@ -163,10 +169,7 @@ class _Attempt:
             if method is not None:
                 answer.start(method)
         if not data and answer.headers is None:
-            raise SendError(
-                "RemoteProtocolError: Server disconnected without sending a response.",
-                never_sent=False,
-            )
+            raise SendError(_DISCONNECTED, never_sent=False)
         answer.feed(data)
         body = self.body
         if body is None:
@@ -197,10 +200,7 @@ class _Attempt:
             assert head is not None
             return answer.status, Headers(head), body.value()
         if not data:  # pragma: no cover - both readers end or refuse at a close
-            raise SendError(
-                "RemoteProtocolError: Server disconnected without sending a response.",
-                never_sent=False,
-            )
+            raise SendError(_DISCONNECTED, never_sent=False)
         return None
 
 
@@ -224,6 +224,7 @@ class AttemptAtOnce(_Attempt):
         "receiver",
         "time_limit",
         "timer",
+        "unchecked",
     )
 
     def __init__(
@@ -239,10 +240,13 @@ class AttemptAtOnce(_Attempt):
         context: Any,
         request: HTTPRequest | bytes,
         cut_at: float,
+        unchecked: bool,
     ) -> None:
         """Write ``request`` (bytes: a POST prebuilt, see _spliced) on
         ``connection``, cut at ``cut_at`` if that comes before ``time_limit``
-        is up: started here, not by a method of its own (a call per poll)."""
+        is up: started here, not by a method of its own (a call per poll).
+        ``unchecked``: the connection was taken without the idle check's
+        poll(0) (see ConnectionPool.send_at_once)."""
         # _Attempt's __init__ and read_on, inline (a call each per poll).
         self.connection = connection
         self.written = False
@@ -262,6 +266,7 @@ class AttemptAtOnce(_Attempt):
         self.cut_by_caller = False
         self.timer: asyncio.TimerHandle | None = None
         self.ended = False
+        self.unchecked = unchecked
         deadline = pool._now() + time_limit
         if cut_at < deadline:
             deadline = cut_at
@@ -348,9 +353,16 @@ class AttemptAtOnce(_Attempt):
             idle.append(connection)
             if now - idle[0].idle_since >= pool._expiry:
                 idle.popleft().close_now()
+            elif 0 < len(data) < READ_SIZE and connection.plain_fd >= 0:
+                # This read took less than it asked for: the socket held
+                # nothing more a moment ago (see send_at_once).
+                pool._drained = connection
         context = self.context
         self.context = None
-        self.done(context, whole)
+        try:
+            self.done(context, whole)
+        finally:
+            pool._drained = None
 
     def _end(self, exc: Exception) -> None:
         """Half-used, cut or refused: the connection is gone, and the caller
@@ -363,6 +375,8 @@ class AttemptAtOnce(_Attempt):
             outcome = None if self.cut_by_caller else self.timeout(self.pool, self.time_limit)
         else:
             outcome = self.failure(exc, self.pool)
+            if self.unchecked and self.first and not self.pool._closed:
+                outcome = StaleConnection(str(outcome), never_sent=False)
         self.done(self._let_go(), outcome)
 
     def abandon(self) -> None:
@@ -455,6 +469,9 @@ class ConnectionPool:
         self._opening: anyio.Semaphore | None = None  # made on the loop (see _adopt)
         # Whether send_at_once may run attempts (see _adopt).
         self._at_once = False
+        # The connection an answer's callback just put back, read to the
+        # end, while that callback runs (see send_at_once); else None.
+        self._drained: _Connection | None = None
 
     def _adopt(self, owner: object) -> None:
         """Bind the pool to the running event loop. Connections of another
@@ -533,12 +550,26 @@ class ConnectionPool:
         operation: str,
         done: AnswerCallback,
         context: Any,
+        idempotent: bool,
     ) -> AttemptAtOnce | None:
         """``send`` on an idle connection ready for a request now, with no
         task, coroutine or future: the receiver's events drive the attempt,
         and ``done(context, outcome)`` is called from the loop with the answer,
         what ``send`` would raise, or None if cut at ``cut_at`` (the caller's
         own deadline, before ``time_limit`` is up).
+
+        An ``idempotent`` request started from the callback of the answer
+        that just put its connection back (the next poll of a chain) takes
+        that connection without the idle check's poll(0), a system call a
+        poll: the answer's read drained the socket microseconds before, so
+        all the check could find is the peer's close (or reset) that came
+        with the answer. A request written into such a connection ends
+        before any byte of an answer, and ``done`` gets a StaleConnection:
+        the caller makes the call again, as though the check had found it.
+        Bytes that come after the answer are a race with or without the
+        check. Anything else (a send, a connection idle through an event
+        loop pass, TLS, an answer in a read that filled its buffer) is
+        checked as ever.
 
         None, and nothing done, if no connection is ready (or ready_at_once()
         is False): ``send`` then waits for one, or opens one.
@@ -551,7 +582,8 @@ class ConnectionPool:
         deadlines = self._deadlines
         if not self._at_once or deadlines is None:
             return None
-        connection = self._take_ready()
+        drained = self._drained if idempotent else None
+        connection = self._take_ready(drained)
         if connection is None:
             return None
         receiver = connection.receiver
@@ -568,6 +600,7 @@ class ConnectionPool:
             context,
             request,
             cut_at,
+            connection is drained,
         )
 
     def _timed_attempt(
@@ -612,10 +645,11 @@ class ConnectionPool:
             if deadlines is not None:
                 deadlines.discard(scope)
 
-    def _take_ready(self) -> _Connection | None:
+    def _take_ready(self, drained: _Connection | None = None) -> _Connection | None:
         """The newest idle connection, if a request can go on it with no wait
         (fresh, untouched, read by a receiver); else None, and nothing taken:
-        the cancel scope's path checks it out (or closes it) as ever."""
+        the cancel scope's path checks it out (or closes it) as ever.
+        ``drained`` is taken without the idle check's poll(0) (see send_at_once)."""
         idle = self._idle
         if not idle:
             return None
@@ -627,7 +661,7 @@ class ConnectionPool:
             receiver is None
             or self._now() - connection.idle_since >= self._expiry
             or receiver.stray
-            or connection.poller.poll(0)
+            or (connection is not drained and connection.poller.poll(0))
         ):
             return None
         idle.pop()
