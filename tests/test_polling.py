@@ -365,3 +365,45 @@ def test_due_counts_the_polls_that_wait_for_a_free_connection() -> None:
     anyio.run(main, backend="trio", backend_options={"clock": trio.testing.MockClock()})
     assert len(polled) == 3
     assert due == {"one polled, two waiting": 2, "all polled": 0, "waiting, all of them": 1}
+
+
+def test_due_counts_every_due_poll_wherever_the_heap_keeps_it() -> None:
+    """Two hundred ids whose first polls fall due at mixed times, behind one
+    held connection: ``due`` counts exactly those whose time has come, however
+    the heap has ordered them."""
+    simulator = Simulator(config=SimulatorConfig(script=Script(pending_polls=0)))
+    hold = trio.Event()
+    polled: list[int] = []
+
+    async def held(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if "HasBeenVerified" in scope["path"]:
+            polled.append(int(scope["query_string"].decode().split("=")[1]))
+            await hold.wait()
+        await simulator(scope, receive, send)
+
+    hour = vc.PollPolicy(initial_delay=3600, max_delay=3600, jitter=0, timeout=7200)
+    clock = trio.testing.MockClock()
+    rng = random.Random(41)
+    firsts = [0.0] + [rng.choice([1.0, 2.0, 3.0, 50.0, 100.0]) for _ in range(199)]
+    seen: dict[float, int] = {}
+
+    async def main() -> None:
+        async with client_for(held, binding="http-get") as client:
+            ids = await send_many(client, len(firsts))
+            async with client.poll_verifications(
+                [], policy=hour, keep_open=True, max_concurrency=1
+            ) as outcomes:
+                for request_id, first in zip(ids, firsts, strict=True):
+                    outcomes.add(request_id, first_poll_in=first)
+                await trio.testing.wait_all_tasks_blocked()
+                for moment in (0.0, 1.5, 2.5, 3.5):
+                    clock.jump(moment - trio.current_time())
+                    await trio.testing.wait_all_tasks_blocked()
+                    seen[moment] = outcomes.due
+                seen[-1.0] = len(polled)
+                hold.set()
+
+    anyio.run(main, backend="trio", backend_options={"clock": clock})
+    assert seen.pop(-1.0) == 1  # the one connection stayed held throughout
+    # Every id due by then, but the one being polled.
+    assert seen == {moment: sum(first <= moment for first in firsts) - 1 for moment in seen}

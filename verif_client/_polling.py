@@ -410,9 +410,22 @@ class PollStream(Generic[_O]):
     def due(self) -> int:
         """Polls due now that wait for a free connection (per kind; 0 while
         the run keeps up): how far behind it is, unlike ``waiting``, which
-        counts ids between polls too. It takes a look at every id waiting."""
+        counts ids between polls too. It looks at the due entries of the
+        heap (and their children) only: its cost follows how far behind the
+        run is, not how many ids it watches."""
         now = self._now()
-        return sum(1 for entry in self._heap if entry[0] <= now) + self._handing
+        heap = self._heap
+        size = len(heap)
+        count = 1 if self._handing else 0
+        # A heap's children are never due before their parent: a subtree
+        # whose root is not due has nothing due.
+        roots = [0] if heap else []
+        while roots:
+            index = roots.pop()
+            if heap[index][0] <= now:
+                count += 1
+                roots.extend(child for child in (2 * index + 1, 2 * index + 2) if child < size)
+        return count
 
     def _next_due(self) -> Watch | None:
         """A watch due now: from the heap, else a new id from the caller's

@@ -176,9 +176,8 @@ class _PollHub:
     def unwatch(self, awaited: Awaited, heard: Callable[[], None]) -> None:
         """``heard`` is not to be called: its wait is over (the row stays
         polled, for a retry of the wait to find settled)."""
-        listeners = self.waiting.get(awaited.request_id)
-        if listeners is not None and heard in listeners:
-            listeners.remove(heard)
+        with contextlib.suppress(KeyError, ValueError):  # heard of already
+            self.waiting[awaited.request_id].remove(heard)
 
     def answer(self, awaited: Awaited) -> Answer:
         """The answer of a row ``watch`` heard of; raises ``_Refused`` if its

@@ -43,8 +43,8 @@ _SIZES_KEPT = 4
 # between polls do not count: a worker watching thousands of people who have
 # not answered yet, each polled every few seconds, keeps up.
 ANSWERS_ROUNDS: Final = 5
-# How often a worker whose polls are behind looks again (cheap: a sum over its
-# poll streams, one a polling setting).
+# How often a worker whose polls are behind looks again (cheap: a look at the
+# due polls of its streams, one a polling setting).
 _BACKLOG_RECHECK: Final = 0.05
 
 
@@ -173,10 +173,11 @@ def _resolve_all(waiters: list[asyncio.Future[None]]) -> None:
 class AnswersCapacity(temporalio.worker.CustomSlotSupplier):
     """The activity slots of a worker's answers: unbounded while its polls
     keep up, that is while fewer than ``limit`` of them are due and wait for
-    a connection (``backlog()``). Past that it fetches no more until they fall below, and the
-    answers it leaves queued go to workers with connections to spare. A
-    worker with no answers activity always fetches one: a job whose every
-    worker is behind (its ``--rate``, say) goes on at the pace of its polls."""
+    a connection (``backlog()``). Past that it fetches no more until they
+    fall below, and the answers it leaves queued go to workers with
+    connections to spare. A worker with no answers activity always fetches
+    one: a job whose every worker is behind (its ``--rate``, say) goes on at
+    the pace of its polls."""
 
     def __init__(self, backlog: Callable[[], int], limit: int) -> None:
         self._backlog = backlog

@@ -66,8 +66,21 @@ _PROGRESS_SECONDS: Final = 5.0
 # How long a worker stopped mid-job waits for the send activities its polls
 # under way bring, before the SDK shuts it down (see SendCapacity.settle).
 _SETTLE_SECONDS: Final = 1.0
-# The send worker runs no workflow: the SDK's tuner needs a size for them all the same.
-_WORKFLOW_SLOTS: Final = 1
+
+
+def _activities_only(
+    activity_supplier: temporalio.worker.CustomSlotSupplier,
+) -> temporalio.worker.WorkerTuner:
+    """The tuner of an SDK worker that runs only activities, fetched as
+    ``activity_supplier`` decides: the SDK wants a size for its workflows,
+    local activities and Nexus tasks all the same."""
+    unused = temporalio.worker.FixedSizeSlotSupplier(1)
+    return temporalio.worker.WorkerTuner.create_composite(
+        workflow_supplier=unused,
+        activity_supplier=activity_supplier,
+        local_activity_supplier=unused,
+        nexus_supplier=unused,
+    )
 
 
 def make_workers(
@@ -102,12 +115,7 @@ def make_workers(
             task_queue=task_queue,
             activities=[activities.send],
             # A send activity is fetched once all its rows can be sent at once.
-            tuner=temporalio.worker.WorkerTuner.create_composite(
-                workflow_supplier=temporalio.worker.FixedSizeSlotSupplier(_WORKFLOW_SLOTS),
-                activity_supplier=activities.capacity,
-                local_activity_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
-                nexus_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
-            ),
+            tuner=_activities_only(activities.capacity),
             # Few long polls per worker: the server matches every one,
             # and a job's workers are many (the SDK's default is 5 each).
             max_concurrent_activity_task_polls=2,
@@ -117,12 +125,8 @@ def make_workers(
             temporal,
             task_queue=task_queue + ANSWERS_QUEUE_SUFFIX,
             activities=[activities.answers],
-            tuner=temporalio.worker.WorkerTuner.create_composite(
-                workflow_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
-                activity_supplier=activities.answering,
-                local_activity_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
-                nexus_supplier=temporalio.worker.FixedSizeSlotSupplier(1),
-            ),
+            # An answers activity is fetched while this worker's polls keep up.
+            tuner=_activities_only(activities.answering),
             max_concurrent_activity_task_polls=2,
             **common,
         ),
