@@ -323,20 +323,28 @@ def test_a_kinds_outcome_is_what_its_class_makes(kind: int) -> None:
     assert (made, hash(made), repr(made)) == (expected, hash(expected), repr(expected))
 
 
-def test_due_counts_the_polls_that_wait_for_a_free_connection() -> None:
-    """On trio's mock clock, one connection held by a poll the service has
-    not answered: ids due meanwhile wait, and are counted; ids between polls
-    (or before their first) are not."""
+def holding_polls(hold: trio.Event, polled: list[int], *, first_only: bool) -> Any:
+    """The simulator, answering a poll only once ``hold`` is set (only the
+    first poll, with ``first_only``), each poll's id noted in ``polled``."""
     simulator = Simulator(config=SimulatorConfig(script=Script(pending_polls=0)))
-    hold = trio.Event()
-    polled: list[int] = []
 
     async def held(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if "HasBeenVerified" in scope["path"]:
             polled.append(int(scope["query_string"].decode().split("=")[1]))
-            if len(polled) == 1:
+            if not first_only or len(polled) == 1:
                 await hold.wait()
         await simulator(scope, receive, send)
+
+    return held
+
+
+def test_due_counts_the_polls_that_wait_for_a_free_connection() -> None:
+    """On trio's mock clock, one connection held by a poll the service has
+    not answered: ids due meanwhile wait, and are counted; ids between polls
+    (or before their first) are not."""
+    hold = trio.Event()
+    polled: list[int] = []
+    held = holding_polls(hold, polled, first_only=True)
 
     hour = vc.PollPolicy(initial_delay=3600, max_delay=3600, jitter=0, timeout=7200)
     due: dict[str, int] = {}
@@ -371,15 +379,9 @@ def test_due_counts_every_due_poll_wherever_the_heap_keeps_it() -> None:
     """Two hundred ids whose first polls fall due at mixed times, behind one
     held connection: ``due`` counts exactly those whose time has come, however
     the heap has ordered them."""
-    simulator = Simulator(config=SimulatorConfig(script=Script(pending_polls=0)))
     hold = trio.Event()
     polled: list[int] = []
-
-    async def held(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if "HasBeenVerified" in scope["path"]:
-            polled.append(int(scope["query_string"].decode().split("=")[1]))
-            await hold.wait()
-        await simulator(scope, receive, send)
+    held = holding_polls(hold, polled, first_only=False)
 
     hour = vc.PollPolicy(initial_delay=3600, max_delay=3600, jitter=0, timeout=7200)
     clock = trio.testing.MockClock()
