@@ -521,10 +521,14 @@ class Activities:
         spec = (await self._record(request.job)).spec
         rows = [awaited for awaited in request.rows if awaited.line not in known]
         claims = [Claimed(awaited.line, awaited.request_id) for awaited in rows]
+        # The first of these rows' polls (see _PollHub.watch): the claims are
+        # needed by then, not before.
+        now, first_delay = time.time(), request.polling.initial_delay
+        needed_in = min((first_delay - (now - awaited.sent_at) for awaited in rows), default=0.0)
         try:
             # Temporal away or busy is waited out in there; this is what is left.
             holders = await self.claims.holders(
-                spec.job, spec.task_queue, id_shards(spec.rows), claims
+                spec.job, spec.task_queue, id_shards(spec.rows), claims, min(needed_in, first_delay)
             )
         except Exception as exc:
             # The job's record refuses the ids for good (its workflow closed

@@ -12,7 +12,11 @@ again harmlessly.
 Claims coalesce per worker: at most one update in flight per ids workflow,
 carrying every claim made while the one before it was in flight, so the
 updates per row fall as the load rises, and a workflow sees at most one update
-in flight per worker.
+in flight per worker. A claim is needed only by its row's first poll, a
+second after the SMS by default, and the answers activity that makes it
+starts a fraction of that after the SMS: claims wait for one another until
+shortly before the first of their polls (at most a second), so a worker's
+many small answers activities share an update.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ from ._workflows import Claimed, IdsWorkflow, ids_workflow_id
 # Claims this worker saw settled, kept so a row waited on again (a new round of
 # answers) costs no update: (job, request id) -> the line that holds it.
 _KNOWN_KEPT = 200_000
+# A claim goes this long before the first poll that needs it (an update's
+# round trip on a loaded server), and waits for others at most this long.
+_CLAIM_LEAD = 0.3
+_CLAIM_GATHER_MAX = 1.0
 
 
 @attrs.define
@@ -41,6 +49,10 @@ class _Pending:
     holders: dict[int, int] = attrs.Factory(dict)
     failure: BaseException | None = None
     done: anyio.Event = attrs.Factory(anyio.Event)
+    # When the update goes (the event loop's clock), and what is set when a
+    # claim that needs it sooner joins.
+    flush_at: float = 0.0
+    sooner: anyio.Event = attrs.Factory(anyio.Event)
 
 
 class IdClaims:
@@ -52,10 +64,13 @@ class IdClaims:
         self.task_group: anyio.abc.TaskGroup | None = None
 
     async def holders(
-        self, job: str, task_queue: str, shards: int, rows: list[Claimed]
+        self, job: str, task_queue: str, shards: int, rows: list[Claimed], needed_in: float = 0.0
     ) -> dict[int, int]:
         """The line that holds each row's request id (the row's own, or the
-        first other row given it), by the row's line."""
+        first other row given it), by the row's line, within about
+        ``needed_in`` seconds (the first poll of these rows)."""
+        wait = min(needed_in - _CLAIM_LEAD, _CLAIM_GATHER_MAX)
+        flush_at = anyio.current_time() + max(0.0, wait)
         found: dict[int, int] = {}
         by_shard: dict[int, list[Claimed]] = {}
         for row in rows:
@@ -65,7 +80,7 @@ class IdClaims:
             else:
                 by_shard.setdefault(row.request_id % shards, []).append(row)
         waits = [
-            (self._enqueue(job, task_queue, shard, claimed), claimed)
+            (self._enqueue(job, task_queue, shard, claimed, flush_at), claimed)
             for shard, claimed in by_shard.items()
         ]
         for pending, claimed in waits:
@@ -76,17 +91,28 @@ class IdClaims:
                 found[row.line] = pending.holders[row.line]
         return found
 
-    def _enqueue(self, job: str, task_queue: str, shard: int, rows: list[Claimed]) -> _Pending:
+    def _enqueue(
+        self, job: str, task_queue: str, shard: int, rows: list[Claimed], flush_at: float
+    ) -> _Pending:
         workflow_id = ids_workflow_id(job, shard)
         pending = self._pending.get(workflow_id)
         if pending is None:
-            pending = self._pending[workflow_id] = _Pending()
+            pending = self._pending[workflow_id] = _Pending(flush_at=flush_at)
             assert self.task_group is not None
             self.task_group.start_soon(self._flush, job, task_queue, workflow_id, pending)
+        elif flush_at < pending.flush_at:
+            pending.flush_at = flush_at
+            pending.sooner.set()
+            pending.sooner = anyio.Event()
         pending.rows.extend(rows)
         return pending
 
     async def _flush(self, job: str, task_queue: str, workflow_id: str, pending: _Pending) -> None:
+        # Claims made meanwhile join this update.
+        while (wait := pending.flush_at - anyio.current_time()) > 0:
+            sooner = pending.sooner
+            with anyio.move_on_after(wait):
+                await sooner.wait()
         lock = self._locks.setdefault(workflow_id, anyio.Lock())
         async with lock:
             # From here on, new claims wait for the next update.

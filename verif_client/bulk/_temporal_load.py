@@ -29,9 +29,8 @@ from ._runner import (
     library_error_unwrapped,
 )
 from ._sealed import sealed_task_queue
-from ._temporal_outage import persist
+from ._temporal_outage import is_not_found, persist
 from ._temporal_read import JobReading
-from ._temporal_record import is_not_found
 from ._workflows import (
     COUNTS_MEMO,
     DONE_MEMO,

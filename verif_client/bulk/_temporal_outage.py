@@ -51,6 +51,14 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, temporalio.service.RPCError) and exc.status in _TRANSIENT
 
 
+def is_not_found(exc: BaseException) -> bool:
+    """Whether ``exc`` says the workflow asked for has ended or never was."""
+    return (
+        isinstance(exc, temporalio.service.RPCError)
+        and exc.status == temporalio.service.RPCStatusCode.NOT_FOUND
+    )
+
+
 class Outage:
     """One line when the server stops answering, one when it is back."""
 

@@ -12,6 +12,7 @@ reserving slots cost one per worker every half second.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import uuid
@@ -20,7 +21,7 @@ from typing import Final
 
 import anyio
 
-from ._temporal_outage import OUTAGE, is_transient
+from ._temporal_outage import OUTAGE, is_not_found, is_transient
 from ._workflows import Lease
 
 LEASE_SECONDS: Final = 10.0
@@ -60,6 +61,13 @@ class LeasedRate:
         try:
             lease = await self._lease(self.worker, self.rate, LEASE_SECONDS)
         except Exception as exc:
+            if is_not_found(exc):
+                # The job has ended: its rows are all answered, and what this
+                # worker still asks (a poll under way for a wait that moved
+                # to another worker) takes no share from anyone.
+                self._share = self._share or self.rate
+                self._renew_at = math.inf
+                return
             if not is_transient(exc):
                 raise
             OUTAGE.begin("renewing the rate's lease", exc)

@@ -20,8 +20,8 @@ from ._runner import (
     library_error_unwrapped,
     write_rows,
 )
-from ._temporal_outage import is_transient, persist
-from ._temporal_record import JobRecord, is_not_found
+from ._temporal_outage import is_not_found, is_transient, persist
+from ._temporal_record import JobRecord
 from ._workflows import (
     COUNTS_MEMO,
     DONE_MEMO,

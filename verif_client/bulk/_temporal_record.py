@@ -21,7 +21,7 @@ from ._temporal_activities import (
 from ._temporal_location import (
     Location,
 )
-from ._temporal_outage import is_transient
+from ._temporal_outage import is_not_found, is_transient
 from ._temporal_rate import LeasedRate
 from ._workflows import (
     LOADED_MEMO,
@@ -115,7 +115,3 @@ class JobRecord:
 
     def rate_limiter(self, rate: float) -> LeasedRate:
         return LeasedRate(self.lease, rate)
-
-
-def is_not_found(exc: temporalio.service.RPCError) -> bool:
-    return exc.status == temporalio.service.RPCStatusCode.NOT_FOUND
