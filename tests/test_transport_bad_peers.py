@@ -24,7 +24,15 @@ import anyio.from_thread
 import asmx
 import httpx
 import pytest
-from relsupport import PASSWORD, USER, WITH_UVLOOP, client_sockets_to, task_count, wait_for
+from relsupport import (
+    PASSWORD,
+    PATCHES_THE_POOL,
+    USER,
+    WITH_UVLOOP,
+    client_sockets_to,
+    task_count,
+    wait_for,
+)
 
 import verif_client as vc
 from verif_client._codec import HTTPRequest
@@ -491,6 +499,7 @@ async def test_a_connection_the_server_closed_while_idle_is_never_used() -> None
     assert handle.served == [1, 1]
 
 
+@PATCHES_THE_POOL
 @pytest.mark.parametrize("retried", [True, False], ids=["retried", "no-retry"])
 async def test_a_write_the_kernel_refuses_was_never_sent_and_goes_out_once_elsewhere(
     monkeypatch: pytest.MonkeyPatch, retried: bool

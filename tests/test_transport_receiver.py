@@ -18,7 +18,13 @@ import anyio.abc
 import anyio.lowlevel
 import pytest
 from proxysupport import ForwardProxy, forward_proxy, proxy_url
-from relsupport import UVLOOP, WITH_UVLOOP, error_of_a_call_closed_under, wait_for
+from relsupport import (
+    PATCHES_THE_POOL,
+    UVLOOP,
+    WITH_UVLOOP,
+    error_of_a_call_closed_under,
+    wait_for,
+)
 from test_transport_bad_peers import (
     FAST_RETRY,
     GUARD,
@@ -247,6 +253,7 @@ async def test_a_peer_reset_mid_answer_is_a_read_error_quoting_the_reset() -> No
     assert str(caught.value).endswith("ReadError: [Errno 104] Connection reset by peer")
 
 
+@PATCHES_THE_POOL
 async def test_a_server_that_speaks_first_gets_no_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -364,7 +364,7 @@ class VerificationClient(_TypedCalls, _PollMethods):
     ) -> AbstractAsyncContextManager[PollStream[_O]]:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
-        from ._polling import poll
+        from ._pollrun import poll
 
         return poll(
             self._polled_call,

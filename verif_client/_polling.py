@@ -47,11 +47,9 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Iterable,
     Iterator,
     Mapping,
 )
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypedDict
 
 import anyio
@@ -65,6 +63,7 @@ from ._operations import GET_MOBILE_LOCATION, HAS_BEEN_VERIFIED, Operation
 from ._pollawait import POLLS_BETWEEN_YIELDS, poll_in_a_row
 from ._pollchain import Chain
 from ._pollpolicy import (
+    NO_JITTER,
     PollPolicy,
     PollStatus,
     VerifiedDialect,
@@ -164,16 +163,6 @@ class CallsAtOnce(Protocol):
 # workers the intake runs when polls wait (initial_delay > 0).
 _WATCHED_PER_WORKER: Final = 64
 _WORKERS_STARTED_AT_ONCE: Final = 32
-
-
-class _NoJitter(random.Random):
-    """A random source whose draws are 0: a delay with no jitter taken off."""
-
-    def random(self) -> float:
-        return 0.0
-
-
-_NO_JITTER: Final = _NoJitter(0)
 
 
 _OUTCOME_FIELDS: Final = ("request_id", "status", "result", "error", "attempts", "elapsed")
@@ -317,7 +306,7 @@ class PollStream(Generic[_O]):
         self._source_error: BaseException | None = None
         self._room = workers * _WATCHED_PER_WORKER * len(kinds)
         # policy.delay(1, rng) is this shortened by its jitter (see _watch).
-        self._first_delay = policy.delay(1, _NO_JITTER)
+        self._first_delay = policy.delay(1, NO_JITTER)
         # Workers waiting for the dispatcher, and the event an async source's
         # feed waits on until one does (or the run has room again).
         self._idle_workers = 0
@@ -467,24 +456,6 @@ class PollStream(Generic[_O]):
         if due < self._dispatcher_wakes_at:
             self._wakeup.set()
 
-    async def _run(self, source: Iterable[int] | AsyncIterable[int] | None) -> None:
-        due_send, due_receive = anyio.create_memory_object_stream[Watch](0)
-        async with anyio.create_task_group() as tg:
-            if isinstance(source, AsyncIterable):
-                tg.start_soon(self._feed, source)
-            checkpoint = self._backend.checkpoint
-            for started in range(1, self._workers + 1):
-                tg.start_soon(self._worker, due_receive.clone())
-                if started % _WORKERS_STARTED_AT_ONCE == 0:
-                    # Each starts by taking an id and opening a connection: a
-                    # thousand at once make one event-loop pass of a third of a
-                    # second, which the first answers would wait behind.
-                    await checkpoint()
-            due_receive.close()
-            async with due_send:
-                await self._dispatch(due_send)
-        self._outcomes.end(self._source_error)
-
     async def _feed(self, source: AsyncIterable[int]) -> None:
         # As _next_due takes ids, for an async iterable, in a task of its own (a worker
         # waiting on it could not poll what falls due meanwhile): an id is
@@ -616,39 +587,3 @@ class PollStream(Generic[_O]):
             self._wakeup.set()
         if active == self._room - 1:
             self._hungry.set()
-
-
-@asynccontextmanager
-async def poll(
-    call: CallOperation,
-    request_ids: Iterable[int] | AsyncIterable[int],
-    kinds: tuple[PollKind[_O], ...],
-    *,
-    policy: PollPolicy,
-    workers: int,
-    keep_open: bool,
-    dialect: VerifiedDialect,
-    hooks: Dispatch | None = None,
-    at_once: CallsAtOnce | None = None,
-) -> AsyncIterator[PollStream[_O]]:
-    """Run one poll run: ``workers`` tasks share the due ids and ask through
-    ``call``; the stream yields each id's outcome per kind as it settles."""
-    stream = PollStream(call, kinds, policy, workers, random.Random(), dialect, hooks, at_once)
-    if not isinstance(request_ids, AsyncIterable):
-        # Taken by the workers as they have room (see _next_due), not here.
-        stream._source = iter(request_ids)
-        if not keep_open:
-            stream._input_open = False
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stream._run, request_ids)
-            try:
-                yield stream
-            finally:
-                tg.cancel_scope.cancel()
-    finally:
-        # Once every worker is gone: a poll whose answer came just as the
-        # run was cancelled is recorded before the ids left are closed, and
-        # nothing follows the run's end.
-        if hooks is not None:
-            hooks.poll_run_ended(stream)

@@ -99,3 +99,14 @@ class PollPolicy:
 
 
 DEFAULT_POLL_POLICY: Final = PollPolicy()
+
+
+class _NoJitter(random.Random):
+    """A random source whose draws are 0: a delay with no jitter taken off."""
+
+    def random(self) -> float:
+        return 0.0
+
+
+# Here, not in _polling, which mypyc may compile: a compiled class cannot subclass random.Random.
+NO_JITTER: Final = _NoJitter(0)

@@ -53,7 +53,10 @@ class Connection:
         # The last answer that came whole in one read and left the connection
         # reusable: its bytes, the size cap it was read under, and what it
         # gave (see _Attempt.feed).
-        self.replay: tuple[bytes, int, Answer] | None = None
+        # The answer typed with None: mypyc (hatch_build.py) keeps a union as the
+        # object it is, where it would rebuild a tuple typed as one at every read,
+        # and the pool tells a replayed answer by its identity (see on_data).
+        self.replay: tuple[bytes, int, Answer | None] | None = None
         self.idle_since = 0.0
         # On asyncio, answers are read (and over TLS, requests written) by a
         # protocol of ours on the socket's transport (see _receiver).

@@ -173,7 +173,10 @@ class LlhttpAnswer:
         except Exception as exc:
             if self._after:
                 return  # the answer is whole; what follows only retires the connection
-            raise h11.RemoteProtocolError(_reason(exc)) from None
+            # `raise ... from None`, spelled out: mypyc drops a raise's `from`.
+            refused = h11.RemoteProtocolError(_reason(exc))
+            refused.__cause__ = None
+            raise refused  # noqa: B904 (its `from None` is the line above)
         if self.headers is None and self._fed > MAX_HEAD:
             raise h11.RemoteProtocolError(_HEAD_TOO_LONG)
 

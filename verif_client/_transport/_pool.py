@@ -184,7 +184,9 @@ class _Attempt:
             if not encoding and answer.complete:
                 # The usual poll answer: whole in one read, and sent as it is.
                 body_bytes = whole_body(answer.chunks, self.cap, self.operation)
-                whole = answer.status, Headers(answer.headers), body_bytes
+                # Typed with None, as the connection's replay is: one tuple, the
+                # same object here and there, under mypyc too.
+                whole: Answer | None = answer.status, Headers(answer.headers), body_bytes
                 if first and answer.memorable():
                     assert self.connection is not None
                     self.connection.replay = (data, self.cap, whole)
@@ -520,7 +522,9 @@ class ConnectionPool:
             try:
                 if failure is exc:
                     raise
-                raise failure from None
+                # `raise failure from None`, spelled out: mypyc drops a raise's `from`.
+                failure.__cause__ = None
+                raise failure
             finally:
                 # Its traceback holds this frame: kept in it, the two would be
                 # a cycle left to the collector's oldest generation.
@@ -736,7 +740,9 @@ class ConnectionPool:
             await connection.close()
             if isinstance(exc, AttemptCut):
                 return None
-            raise
+            # Named, not a bare raise: after the await above, mypyc's build
+            # (hatch_build.py) would raise whatever the thread handles now.
+            raise exc
         finally:
             if own_timer is not None:
                 own_timer.cancel()

@@ -124,7 +124,7 @@ class AsyncioReceiver(asyncio.Protocol):
         # server that spoke (or closed) before it was asked anything is seen.
         await asyncio.sleep(0)
         if self._error is not None:
-            raise anyio.BrokenResourceError from self._error  # a TLS alert: its words
+            raise _broken(self._error)  # a TLS alert: its words
         if self.stray:
             raise anyio.BrokenResourceError(
                 "the server sent bytes (or closed) before it was asked anything"
@@ -212,7 +212,7 @@ class AsyncioReceiver(asyncio.Protocol):
             raise AttemptCut
         if not chunks:
             if self._error is not None:
-                raise anyio.BrokenResourceError from self._error
+                raise _broken(self._error)
             if self.closed_here:
                 raise anyio.ClosedResourceError
             if self._eof or self._lost:
@@ -230,3 +230,11 @@ class AsyncioReceiver(asyncio.Protocol):
         """A future done when bytes, the end or a cut come (see take)."""
         waiter = self._waiter = self._loop.create_future()
         return waiter
+
+
+def _broken(cause: BaseException) -> anyio.BrokenResourceError:
+    """``raise anyio.BrokenResourceError from cause``'s exception: mypyc (hatch_build.py)
+    drops a raise's ``from``, and the pool's words for a failure come from the cause."""
+    error = anyio.BrokenResourceError()
+    error.__cause__ = cause
+    return error
