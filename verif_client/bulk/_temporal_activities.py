@@ -163,14 +163,10 @@ class _PollHub:
             # A row is polled once per worker, however often its wait is retried.
             listeners = self.waiting[request_id] = []
             assert self.stream is not None
-            since_sent = time.time() - awaited.sent_at
-            left = self.polling.deadline - since_sent
-            # The first poll counts from the SMS, as the policy means, not
-            # from this wait's start (which follows the send by a workflow
-            # task and more); never later than the policy's own delay from
-            # now, whatever the sending worker's clock said.
-            first = min(self.polling.initial_delay, self.polling.initial_delay - since_sent)
-            self.stream.add(request_id, timeout=max(0.0, left), first_poll_in=max(0.0, first))
+            now = time.time()
+            left = self.polling.deadline - (now - awaited.sent_at)
+            first = first_poll_in(self.polling, awaited, now)
+            self.stream.add(request_id, timeout=max(0.0, left), first_poll_in=first)
         listeners.append(heard)
 
     def unwatch(self, awaited: Awaited, heard: Callable[[], None]) -> None:
@@ -187,6 +183,16 @@ class _PollHub:
             raise _Refused(f"the service refused this worker's credentials ({self.refused})")
         state, result = settled
         return Answer(awaited.line, state, result)
+
+
+def first_poll_in(polling: Polling, awaited: Awaited, now: float) -> float:
+    """Seconds from ``now`` (``time.time()``) to the first poll of ``awaited``'s
+    row: counted from its SMS, as the policy means, not from the start of the
+    wait (which follows the send by a workflow task and more); never later
+    than the policy's own delay from now, whatever the sending worker's clock
+    said."""
+    since_sent = now - awaited.sent_at
+    return max(0.0, min(polling.initial_delay, polling.initial_delay - since_sent))
 
 
 class _Refused(Exception):
@@ -521,14 +527,13 @@ class Activities:
         spec = (await self._record(request.job)).spec
         rows = [awaited for awaited in request.rows if awaited.line not in known]
         claims = [Claimed(awaited.line, awaited.request_id) for awaited in rows]
-        # The first of these rows' polls (see _PollHub.watch): the claims are
-        # needed by then, not before.
-        now, first_delay = time.time(), request.polling.initial_delay
-        needed_in = min((first_delay - (now - awaited.sent_at) for awaited in rows), default=0.0)
+        # The claims are needed by the first of these rows' polls, not before.
+        now = time.time()
+        needed_in = min((first_poll_in(request.polling, row, now) for row in rows), default=0.0)
         try:
             # Temporal away or busy is waited out in there; this is what is left.
             holders = await self.claims.holders(
-                spec.job, spec.task_queue, id_shards(spec.rows), claims, min(needed_in, first_delay)
+                spec.job, spec.task_queue, id_shards(spec.rows), claims, needed_in
             )
         except Exception as exc:
             # The job's record refuses the ids for good (its workflow closed
