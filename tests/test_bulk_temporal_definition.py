@@ -1,4 +1,4 @@
-"""A Temporal job is what its first load made it: input and question, fixed.
+"""A Temporal job is what its first load made it: input, question and batches, fixed.
 
 Attacked from outside with ``bulk run`` processes against a real dev server:
 a rerun asking another question after a crash mid-load (the job's record
@@ -167,3 +167,52 @@ def test_status_and_export_need_no_worker(
     assert lines[-1] == ["total", "24"]
     rows = job.export()
     assert sorted(row["phone_number"] for row in rows) == sorted(phones[4:])
+
+
+def batch_ids(server: DevServer, job: str, candidates: range) -> list[int]:
+    """The first lines of ``job``'s batches among ``candidates``."""
+    import temporalio.client
+    import temporalio.service
+
+    async def look() -> list[int]:
+        client = await temporalio.client.Client.connect(server.address)
+        found = []
+        for first in candidates:
+            try:
+                await client.get_workflow_handle(f"verif-job/{job}/rows/{first}").describe()
+            except temporalio.service.RPCError as exc:
+                if exc.status != temporalio.service.RPCStatusCode.NOT_FOUND:
+                    raise
+                continue
+            found.append(first)
+        return found
+
+    return anyio.run(look)
+
+
+@pytest.mark.parametrize(
+    ("args", "batches"),
+    [
+        (("--concurrency", "50"), [2, 202]),  # groups of 50: batches of 200
+        (("--concurrency", "10"), [2, 102, 202]),  # groups of 10: batches of 100 at least
+        (("--concurrency", "50", "&batch=120"), [2, 122, 242]),  # the URL's own
+    ],
+    ids=["four-groups", "at-least-100", "url"],
+)
+def test_a_jobs_batches_hold_four_send_groups_unless_the_url_says(
+    temporal_server: DevServer,
+    service: HoldingService,
+    tmp_path: Path,
+    args: tuple[str, ...],
+    batches: list[int],
+) -> None:
+    numbers(tmp_path / "in.csv", 250, prefix="564")
+    name = f"batches-{args[1]}-{len(args)}"
+    job = Job(temporal_server, service, tmp_path, name)
+    job.url += "".join(arg for arg in args if arg.startswith("&"))
+    run = job.start("run", "--input", str(tmp_path / "in.csv"), *args[:2])
+    try:
+        assert run.wait(timeout=120) == 0, job.log("run")
+    finally:
+        reap([run])
+    assert batch_ids(temporal_server, name, range(2, 252, 10)) == batches

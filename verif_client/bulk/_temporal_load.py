@@ -44,6 +44,7 @@ from ._workflows import (
     Polling,
     Row,
     RowsWorkflow,
+    batch_of,
     counts_of,
     id_shards,
     ids_workflow_id,
@@ -117,7 +118,8 @@ class JobLoading(JobReading):
     def _proposed(
         self, rows: list[InputRow], identity: str, asked: str, options: BulkOptions
     ) -> JobSpec:
-        size = self.location.batch
+        group = send_group_of(options.concurrency)
+        size = self.location.batch or batch_of(group)
         return JobSpec(
             job=self.job,
             input_digest=identity,
@@ -126,7 +128,7 @@ class JobLoading(JobReading):
             rows=len(rows),
             polling=polling_of(options),
             heartbeat=self.location.heartbeat,
-            send_group=send_group_of(options.concurrency),
+            send_group=group,
             task_queue=(
                 sealed_task_queue(self.location.task_queue)
                 if self.location.task_queue

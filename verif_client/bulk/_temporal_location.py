@@ -63,7 +63,8 @@ class Location:
     task_queue: str | None
     tls: bool
     heartbeat: float
-    batch: int
+    # Rows per batch; None: the job's own (see batch_of).
+    batch: int | None
 
     @classmethod
     def parse(cls, location: str) -> Location:
@@ -84,10 +85,10 @@ class Location:
             )
         try:
             heartbeat = float(params.get("heartbeat", str(DEFAULT_HEARTBEAT)))
-            batch = int(params.get("batch", "100"))
+            batch = int(params["batch"]) if "batch" in params else None
         except ValueError as exc:
             raise fail(str(exc)) from None
-        if not (heartbeat > 0 and 1 <= batch <= 1000):
+        if not (heartbeat > 0 and (batch is None or 1 <= batch <= 1000)):
             raise fail("heartbeat must be > 0 seconds and batch from 1 to 1000 rows")
         tls = params.get("tls", "false").lower()
         if tls not in ("true", "false", "1", "0"):

@@ -49,6 +49,8 @@ IN_FLIGHT_REASON = (
 # A job loaded before groups followed --concurrency sends SEND_GROUP.
 SEND_GROUP = 10
 MAX_SEND_GROUP = 50
+# Rows per batch workflow at the least (see batch_of).
+DEFAULT_BATCH = 100
 # A job's rate slots are handed out a few at a time; a history this long
 # continues as new, so the job's history stays bounded however long it runs.
 _JOB_HISTORY_LIMIT = 2_000
@@ -94,6 +96,16 @@ def send_group_of(concurrency: int) -> int:
     activity: a run of --concurrency 1 pays one per 10 rows, as before), at
     most MAX_SEND_GROUP."""
     return max(SEND_GROUP, min(concurrency, MAX_SEND_GROUP))
+
+
+def batch_of(send_group: int) -> int:
+    """Rows per batch workflow, unless the journal's URL says (``batch=``):
+    four send groups, at least DEFAULT_BATCH. A batch costs a workflow start,
+    its answers waves and its workflow tasks: with groups of 50, batches of
+    200 took 0.052 Temporal actions a row against 0.064 in batches of 100, for
+    the same rows a second. Groups of 10 keep batches of 100: fewer, larger
+    batches put a latency-bound job's polls on fewer workers."""
+    return max(DEFAULT_BATCH, 4 * send_group)
 
 
 def id_shards(rows: int) -> int:
