@@ -139,7 +139,7 @@ def reap(processes: list[subprocess.Popen[bytes]]) -> None:
 
 
 # Rows of the kill tests: loaded with --concurrency 50, a job's send
-# activities have 25 rows, and 150 rows are 6 of them (batches of 100 and 50).
+# activities have 50 rows, and 150 rows are 3 of them (one batch of 150).
 ROWS = 150
 
 
@@ -151,7 +151,7 @@ def loaded_with_answers_held(
     heartbeat: int = HEARTBEAT,
 ) -> tuple[list[str], Job, subprocess.Popen[bytes]]:
     """A job of ROWS rows started by a first worker ("w0", --concurrency 50:
-    send activities of 25 rows), every answer to an SMS held: sends stay in
+    send activities of 50 rows), every answer to an SMS held: sends stay in
     flight until released."""
     phones = numbers(tmp_path / "in.csv", ROWS)
     job = Job(server, service, tmp_path, f"{name}-kill")
@@ -164,8 +164,8 @@ def small_worker_sending(
     job: Job, service: HoldingService, workers: list[subprocess.Popen[bytes]]
 ) -> tuple[subprocess.Popen[bytes], set[str]]:
     """Once the first worker's 50 sends are in flight, a worker with room for
-    10 joins (into ``workers``) and takes an activity of 25: it sends 10 and
-    hands the other 15 back unsent (no one has room for them yet). The
+    10 joins (into ``workers``) and takes an activity of 50: it sends 10 and
+    hands the other 40 back unsent (no one has room for them yet). The
     worker, and the numbers it texted."""
     wait_for(lambda: len(service.texted()) == 50, "the first worker's 50 sends in flight")
     before = service.texted()
@@ -191,7 +191,7 @@ def test_a_worker_holds_only_the_rows_it_sends_whatever_the_jobs_group(
     rows = job.export()
     assert sorted(row["line"] for row in rows) == list(range(2, ROWS + 2))
     unknown = {row["phone_number"] for row in rows if row["status"] == "unknown"}
-    # Unknown: the 10 it was sending, not the 15 it handed back.
+    # Unknown: the 10 it was sending, not the 40 it handed back.
     assert unknown == victims_rows
     assert len(unknown) == 10
     assert sends(service) == collections.Counter(phones)

@@ -117,7 +117,7 @@ def test_rows_a_small_worker_handed_back_survive_its_death_in_an_outage(
     )
     workers = [first]
     try:
-        # It sends its 10 once the server holds its heartbeat naming the 15.
+        # It sends its 10 once the server holds its heartbeat naming the 40.
         victim, victims_rows = small_worker_sending(job, service, workers)
         # The server goes, and the worker dies while it is away: only the
         # heartbeat the server held says which of its rows were never sent.
@@ -137,5 +137,5 @@ def test_rows_a_small_worker_handed_back_survive_its_death_in_an_outage(
     assert unknown == victims_rows
     assert len(unknown) == 10
     assert collections.Counter(row["status"] for row in rows)["verified"] == KILL_ROWS - 10
-    # The 15 it handed back were sent once, by the first worker.
+    # The 40 it handed back were sent once, by the first worker.
     assert sends(service) == collections.Counter(phones)

@@ -1,6 +1,6 @@
 """The activities a Temporal worker runs for a job: sends and answers.
 
-A send activity sends up to ten rows at most once, with this process's
+A send activity sends its rows (10 to 50) at most once each, with this process's
 :class:`VerificationClient` (its credentials come from this process's
 environment and never enter Temporal). An answers activity claims its rows'
 request ids (``_temporal_ids``), then waits for their outcomes in the
