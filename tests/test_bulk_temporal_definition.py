@@ -216,3 +216,21 @@ def test_a_jobs_batches_hold_four_send_groups_unless_the_url_says(
     finally:
         reap([run])
     assert batch_ids(temporal_server, name, range(2, 252, 10)) == batches
+
+
+def test_a_rerun_after_a_crash_mid_load_keeps_the_jobs_batches(
+    temporal_server: DevServer, service: HoldingService, tmp_path: Path
+) -> None:
+    # Loaded in batches of 100, crashed before any started; the rerun's
+    # --concurrency 50 would make batches of 200 for a job of its own.
+    phones = numbers(tmp_path / "in.csv", 250, prefix="565")
+    data = (tmp_path / "in.csv").read_bytes()
+    crashed_mid_load(temporal_server, "rebatched", data, QUESTION)
+    job = Job(temporal_server, service, tmp_path, "rebatched")
+    again = job.start("again", "--input", str(tmp_path / "in.csv"), "--concurrency", "50")
+    try:
+        assert again.wait(timeout=120) == 0, job.log("again")
+    finally:
+        reap([again])
+    assert batch_ids(temporal_server, "rebatched", range(2, 252, 10)) == [2, 102, 202]
+    assert sends(service) == collections.Counter(phones)
